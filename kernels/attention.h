@@ -1,0 +1,111 @@
+// Public C++ API of lpattn's attention kernels. No Highway types appear here.
+//
+// Tensors are views: a base pointer plus element strides for (batch, head, token); the head
+// dimension is contiguous. [B, H, T, D] and [B, T, H, D] are both plain stride choices
+// (see ContiguousBHTD / ContiguousBTHD). The math is spec/kernels.md; section numbers below
+// refer to it.
+#ifndef LPATTN_KERNELS_ATTENTION_H_
+#define LPATTN_KERNELS_ATTENTION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lpattn {
+
+inline constexpr int64_t kMaxHeadDim = 256;
+
+// Element strides of a 4-d tensor whose last (head) dimension is contiguous.
+struct Strides {
+  int64_t batch = 0;
+  int64_t head = 0;
+  int64_t token = 0;
+};
+
+// Dense [batch, heads, tokens, dim] and [batch, tokens, heads, dim] layouts.
+Strides ContiguousBHTD(int64_t heads, int64_t tokens, int64_t dim);
+Strides ContiguousBTHD(int64_t heads, int64_t tokens, int64_t dim);
+
+struct ConstTensor {
+  const float* data = nullptr;
+  Strides strides;
+};
+
+struct Tensor {
+  float* data = nullptr;
+  Strides strides;
+  operator ConstTensor() const { return {data, strides}; }
+};
+
+// §0: Q has `heads` heads of q_len tokens; K and V have `kv_heads` heads of kv_len tokens
+// (grouped-query attention: query head h reads kv head h / (heads / kv_heads)).
+struct AttentionShape {
+  int64_t batch = 1;
+  int64_t heads = 1;
+  int64_t kv_heads = 1;
+  int64_t q_len = 1;
+  int64_t kv_len = 1;
+  int64_t head_dim = 1;
+};
+
+// §1.1: no sink, a learnable per-head sink logit, or the off-by-one softmax (sink fixed at 0).
+enum class SinkMode { kNone, kLearned, kOffByOne };
+
+struct AttentionOptions {
+  // Bottom-right aligned: key j is visible to query i iff j <= i + (kv_len - q_len).
+  bool causal = false;
+  // Score scale; unset means 1 / sqrt(head_dim).
+  std::optional<float> scale;
+  SinkMode sink = SinkMode::kNone;
+  // [heads] sink logits, required with SinkMode::kLearned and ignored otherwise.
+  const float* sink_logits = nullptr;
+  // 0: run in the caller's TBB arena (all its threads); n > 0: in a private arena of n threads.
+  int threads = 0;
+};
+
+// Forward outputs: O with Q's shape, and lse = m + log Z per row, a dense [batch, heads, q_len]
+// array. A row with no visible key and no sink gets O = 0 and lse = -inf.
+struct ForwardArgs {
+  ConstTensor q, k, v;
+  Tensor o;
+  float* lse = nullptr;
+};
+
+// Backward: inputs are the forward's inputs and outputs plus dO; dQ has Q's shape, dK and dV
+// K's. d_sink ([heads], summed over batch and rows) is written with SinkMode::kLearned and may
+// be null otherwise. Every output is overwritten, not accumulated into.
+struct BackwardArgs {
+  ConstTensor q, k, v, o, d_o;
+  const float* lse = nullptr;
+  Tensor dq, dk, dv;
+  float* d_sink = nullptr;
+};
+
+// §1, §1.1. Throws std::invalid_argument, before touching any output, on null pointers,
+// head_dim outside [1, kMaxHeadDim], heads not a multiple of kv_heads, non-positive sizes,
+// negative or overlapping strides, a missing sink array, or a non-finite scale.
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
+                  const ForwardArgs& args);
+void ExactBackward(const AttentionShape& shape, const AttentionOptions& options,
+                   const BackwardArgs& args);
+
+// The scale actually used: options.scale or 1 / sqrt(head_dim).
+float ResolvedScale(const AttentionShape& shape, const AttentionOptions& options);
+
+// Highway dynamic dispatch. Names are Highway's ("SSE4", "AVX2", "AVX3", ...).
+struct DispatchInfo {
+  std::vector<std::string> compiled;   // targets compiled into the library
+  std::vector<std::string> supported;  // compiled targets this CPU can run
+  std::string chosen;                  // the one kernels dispatch to now
+};
+DispatchInfo GetDispatchInfo();
+
+// Restricts dispatch to one compiled and supported target (for tests and benchmarks that
+// compare targets); an empty name restores the default. Returns false, changing nothing, if the
+// target is unknown or unsupported. Not thread-safe with concurrent kernel calls.
+bool SelectTarget(const std::string& name);
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_ATTENTION_H_

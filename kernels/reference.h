@@ -1,0 +1,45 @@
+// fp64 scalar references of spec/kernels.md, written literally from the spec, without tiling.
+// They are the ground truth of every test. Tensors are dense and row-major:
+//   q, o, d_o, dq: [batch, heads, q_len, head_dim]
+//   k, v, dk, dv:  [batch, kv_heads, kv_len, head_dim]
+//   lse:           [batch, heads, q_len]
+//   sink_logits, d_sink: [heads]
+#ifndef LPATTN_KERNELS_REFERENCE_H_
+#define LPATTN_KERNELS_REFERENCE_H_
+
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace lpattn {
+
+struct ReferenceInputs {
+  std::vector<double> q, k, v;
+  std::vector<double> sink_logits;  // used with SinkMode::kLearned only
+};
+
+struct ReferenceForwardResult {
+  std::vector<double> o;
+  std::vector<double> lse;
+};
+
+struct ReferenceGradients {
+  std::vector<double> dq, dk, dv;
+  std::vector<double> d_sink;  // [heads]; zeros unless SinkMode::kLearned
+};
+
+// Uses options.causal, options.scale (default 1/sqrt(D)) and options.sink; the sink logits
+// come from inputs.sink_logits (options.sink_logits and options.threads are ignored).
+// §1 and §1.1 forward.
+ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
+                                             const AttentionOptions& options,
+                                             const ReferenceInputs& inputs);
+// §1 and §1.1 backward (recomputes P; Delta_i = dO_i . o_i).
+ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
+                                          const AttentionOptions& options,
+                                          const ReferenceInputs& inputs,
+                                          const std::vector<double>& d_o);
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_REFERENCE_H_
