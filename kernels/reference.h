@@ -7,6 +7,7 @@
 #ifndef LPATTN_KERNELS_REFERENCE_H_
 #define LPATTN_KERNELS_REFERENCE_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -39,6 +40,11 @@ ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
                                           const AttentionOptions& options,
                                           const ReferenceInputs& inputs,
                                           const std::vector<double>& d_o);
+
+// Gathers a strided float view of shape [batch, heads, tokens, dim] into the dense row-major
+// double layout the references take, so tests can compare kernels on any stride choice.
+std::vector<double> DenseFromView(ConstTensor t, int64_t batch, int64_t heads, int64_t tokens,
+                                  int64_t dim);
 
 }  // namespace lpattn
 

@@ -1,0 +1,285 @@
+// Throughput of the exact attention kernels and of an unfused baseline:
+//   <kernel>_<pass>/N:<T>/D:<D>/H:<H>/causal:<0|1>/threads:<n>
+// B = 1, Tq = Tk = N, inputs N(0, 1) in [B, H, T, D]. `threads` is AttentionOptions::threads
+// (a private TBB arena of that size), timing is wall-clock, and the counters follow
+// spec/performance.md: GFLOPS = useful FLOPs / wall time, peak_frac = GFLOPS / the FMA peak of
+// the same number of threads (bench/peak_fma.h).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include "bench/peak_fma.h"
+#include "kernels/attention.h"
+
+namespace lpattn::bench {
+namespace {
+
+constexpr int64_t kBatch = 1;
+constexpr int64_t kHeads = 8;
+
+// What a benchmark's arguments (N, D, H, causal, threads) describe.
+struct BenchConfig {
+  AttentionShape shape;
+  AttentionOptions options;
+};
+
+BenchConfig ConfigOf(const benchmark::State& state) {
+  BenchConfig config;
+  const int64_t tokens = state.range(0);
+  config.shape.batch = kBatch;
+  config.shape.heads = state.range(2);
+  config.shape.kv_heads = state.range(2);
+  config.shape.q_len = tokens;
+  config.shape.kv_len = tokens;
+  config.shape.head_dim = state.range(1);
+  config.options.causal = state.range(3) != 0;
+  config.options.threads = static_cast<int>(state.range(4));
+  return config;
+}
+
+// (i, j) pairs that are computed: all of them, or with the bottom-right aligned causal mask
+// (key j visible to query i iff j <= i + kv_len - q_len) exactly the visible ones, which for
+// q_len == kv_len == T is T (T + 1) / 2.
+double VisiblePairs(const AttentionShape& shape, bool causal) {
+  if (!causal) return static_cast<double>(shape.q_len) * static_cast<double>(shape.kv_len);
+  double pairs = 0.0;
+  for (int64_t i = 0; i < shape.q_len; ++i) {
+    const int64_t visible =
+        std::clamp<int64_t>(i + shape.kv_len - shape.q_len + 1, 0, shape.kv_len);
+    pairs += static_cast<double>(visible);
+  }
+  return pairs;
+}
+
+// Useful FLOPs of one forward: 2 D for q.k and 2 D for p v per visible pair, per head.
+double ForwardFlops(const AttentionShape& shape, bool causal) {
+  return 4.0 * static_cast<double>(shape.batch * shape.heads * shape.head_dim) *
+         VisiblePairs(shape, causal);
+}
+
+// The FlashAttention-2 recompute backward counts as 2.5 forwards.
+double BackwardFlops(const AttentionShape& shape, bool causal) {
+  return 2.5 * ForwardFlops(shape, causal);
+}
+
+// GFLOPS = flops_per_iteration * iterations / real time (UseRealTime makes the rate's
+// denominator the wall time); peak_frac is the same rate over the measured peak.
+void SetFlopCounters(benchmark::State& state, double flops_per_iteration, int threads) {
+  const double gflop = flops_per_iteration * 1e-9 * static_cast<double>(state.iterations());
+  state.counters["GFLOPS"] = benchmark::Counter(gflop, benchmark::Counter::kIsRate);
+  state.counters["peak_frac"] =
+      benchmark::Counter(gflop / MeasuredPeakGflops(threads), benchmark::Counter::kIsRate);
+}
+
+std::vector<float> RandomNormal(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& value : values) value = normal(rng);
+  return values;
+}
+
+size_t QElements(const AttentionShape& s) {
+  return static_cast<size_t>(s.batch * s.heads * s.q_len * s.head_dim);
+}
+size_t KvElements(const AttentionShape& s) {
+  return static_cast<size_t>(s.batch * s.kv_heads * s.kv_len * s.head_dim);
+}
+
+// Q, K, V (and O, lse for the forward's outputs) in [B, H, T, D].
+struct ForwardBuffers {
+  explicit ForwardBuffers(const AttentionShape& s)
+      : q(RandomNormal(QElements(s), 1)),
+        k(RandomNormal(KvElements(s), 2)),
+        v(RandomNormal(KvElements(s), 3)),
+        o(QElements(s)),
+        lse(static_cast<size_t>(s.batch * s.heads * s.q_len)),
+        q_strides(ContiguousBHTD(s.heads, s.q_len, s.head_dim)),
+        kv_strides(ContiguousBHTD(s.kv_heads, s.kv_len, s.head_dim)) {}
+
+  ForwardArgs Args() {
+    return {{q.data(), q_strides},
+            {k.data(), kv_strides},
+            {v.data(), kv_strides},
+            {o.data(), q_strides},
+            lse.data()};
+  }
+
+  std::vector<float> q, k, v, o, lse;
+  Strides q_strides, kv_strides;
+};
+
+void BM_ExactForward(benchmark::State& state) {
+  const BenchConfig config = ConfigOf(state);
+  ForwardBuffers buffers(config.shape);
+  const ForwardArgs args = buffers.Args();
+  for (auto _ : state) {
+    try {
+      ExactForward(config.shape, config.options, args);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      break;
+    }
+  }
+  SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+}
+
+// One untimed forward provides O and lse; only ExactBackward is timed.
+void BM_ExactBackward(benchmark::State& state) {
+  const BenchConfig config = ConfigOf(state);
+  const AttentionShape& s = config.shape;
+  ForwardBuffers forward(s);
+  std::vector<float> d_o = RandomNormal(QElements(s), 4);
+  std::vector<float> dq(QElements(s)), dk(KvElements(s)), dv(KvElements(s));
+  try {
+    ExactForward(s, config.options, forward.Args());
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  BackwardArgs args;
+  args.q = {forward.q.data(), forward.q_strides};
+  args.k = {forward.k.data(), forward.kv_strides};
+  args.v = {forward.v.data(), forward.kv_strides};
+  args.o = {forward.o.data(), forward.q_strides};
+  args.d_o = {d_o.data(), forward.q_strides};
+  args.lse = forward.lse.data();
+  args.dq = {dq.data(), forward.q_strides};
+  args.dk = {dk.data(), forward.kv_strides};
+  args.dv = {dv.data(), forward.kv_strides};
+  for (auto _ : state) {
+    try {
+      ExactBackward(s, config.options, args);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      break;
+    }
+  }
+  SetFlopCounters(state, BackwardFlops(s, config.options.causal), config.options.threads);
+}
+
+// ---- the unfused baseline ------------------------------------------------------------------
+
+// One head, in three passes over a materialised q_len x kv_len score matrix, the way attention
+// is written without fusion: S = scale Q K^T, softmax by rows in place, O = P V. Plain loops
+// whose inner dimension is contiguous and free of reductions, so -O3 vectorises them; the
+// compiler builds an x86-64-v3 (AVX2 + FMA) clone next to the baseline one and the loader
+// picks the one this CPU runs.
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+#endif
+void NaiveHeadForward(const float* q, const float* k, const float* v, float* o, int64_t q_len,
+                      int64_t kv_len, int64_t dim, float scale, bool causal) {
+  const auto visible = [&](int64_t i) {
+    return causal ? std::clamp<int64_t>(i + kv_len - q_len + 1, 0, kv_len) : kv_len;
+  };
+  // K^T, so that a row of S is a sum of axpys over contiguous memory.
+  const std::unique_ptr<float[]> kt(new float[static_cast<size_t>(dim * kv_len)]);
+  for (int64_t j = 0; j < kv_len; ++j) {
+    for (int64_t d = 0; d < dim; ++d) kt[d * kv_len + j] = k[j * dim + d];
+  }
+  const std::unique_ptr<float[]> scores(new float[static_cast<size_t>(q_len * kv_len)]);
+
+  for (int64_t i = 0; i < q_len; ++i) {
+    float* row = scores.get() + i * kv_len;
+    const int64_t n = visible(i);
+    std::fill(row, row + n, 0.0f);
+    for (int64_t d = 0; d < dim; ++d) {
+      const float qd = scale * q[i * dim + d];
+      const float* kt_d = kt.get() + d * kv_len;
+      for (int64_t j = 0; j < n; ++j) row[j] += qd * kt_d[j];
+    }
+  }
+
+  for (int64_t i = 0; i < q_len; ++i) {
+    float* row = scores.get() + i * kv_len;
+    const int64_t n = visible(i);
+    float max = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < n; ++j) max = std::max(max, row[j]);
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      row[j] = std::exp(row[j] - max);
+      sum += row[j];
+    }
+    const float inv = n > 0 ? 1.0f / sum : 0.0f;
+    for (int64_t j = 0; j < n; ++j) row[j] *= inv;
+  }
+
+  for (int64_t i = 0; i < q_len; ++i) {
+    const float* row = scores.get() + i * kv_len;
+    float* o_i = o + i * dim;
+    std::fill(o_i, o_i + dim, 0.0f);
+    const int64_t n = visible(i);
+    for (int64_t j = 0; j < n; ++j) {
+      const float p = row[j];
+      const float* v_j = v + j * dim;
+      for (int64_t d = 0; d < dim; ++d) o_i[d] += p * v_j[d];
+    }
+  }
+}
+
+// Dense [B, H, T, D] tensors with H == kv_heads; heads run in parallel in an arena of
+// `threads`, as the kernels do with AttentionOptions::threads.
+void NaiveForward(const AttentionShape& s, bool causal, int threads, const float* q, const float* k,
+                  const float* v, float* o) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  const int64_t q_head = s.q_len * s.head_dim;
+  const int64_t kv_head = s.kv_len * s.head_dim;
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, s.batch * s.heads, 1),
+                      [&](const tbb::blocked_range<int64_t>& heads) {
+                        for (int64_t h = heads.begin(); h < heads.end(); ++h) {
+                          NaiveHeadForward(q + h * q_head, k + h * kv_head, v + h * kv_head,
+                                           o + h * q_head, s.q_len, s.kv_len, s.head_dim, scale,
+                                           causal);
+                        }
+                      });
+  });
+}
+
+void BM_NaiveForward(benchmark::State& state) {
+  const BenchConfig config = ConfigOf(state);
+  ForwardBuffers buffers(config.shape);
+  for (auto _ : state) {
+    NaiveForward(config.shape, config.options.causal, config.options.threads, buffers.q.data(),
+                 buffers.k.data(), buffers.v.data(), buffers.o.data());
+    benchmark::DoNotOptimize(buffers.o.data());
+    benchmark::ClobberMemory();
+  }
+  SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+}
+
+// ---- registration --------------------------------------------------------------------------
+
+// No Iterations() or MinTime() here: Google Benchmark would append "/iterations:n" or
+// "/min_time:t" to the names. A call at T = 4096 takes long enough that one iteration already
+// meets the default min time (a few at most for the fastest of them), which keeps the full
+// suite to a few minutes.
+void RegisterFamily(const char* name, void (*function)(benchmark::State&)) {
+  benchmark::RegisterBenchmark(name, function)
+      ->ArgNames({"N", "D", "H", "causal", "threads"})
+      ->ArgsProduct({{256, 1024, 4096}, {64, 128}, {kHeads}, {0, 1}, {1, 2}})
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
+const bool kRegistered = [] {
+  RegisterFamily("exact_fwd", BM_ExactForward);
+  RegisterFamily("exact_bwd", BM_ExactBackward);
+  RegisterFamily("naive_fwd", BM_NaiveForward);
+  return true;
+}();
+
+}  // namespace
+}  // namespace lpattn::bench

@@ -1,0 +1,41 @@
+// A validated attention call in the form the per-target skeleton consumes: sizes as size_t,
+// the scale resolved, the sink reduced to "has one, and its logit per head".
+#ifndef LPATTN_KERNELS_ATTENTION_PROBLEM_H_
+#define LPATTN_KERNELS_ATTENTION_PROBLEM_H_
+
+#include <stddef.h>
+
+#include <algorithm>
+
+#include "kernels/attention.h"
+
+namespace lpattn {
+
+struct AttentionProblem {
+  size_t batch, heads, kv_heads, q_len, kv_len, dim;
+  bool causal;
+  float scale;
+  bool has_sink;
+  const float* sink_logits;  // null with the off-by-one softmax (tau = 0)
+
+  size_t group() const { return heads / kv_heads; }
+  float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }
+  // §0: query i sees keys j < VisibleEnd(i) (bottom-right aligned causal mask).
+  size_t VisibleEnd(size_t i) const {
+    if (!causal) return kv_len;
+    const ptrdiff_t end = ptrdiff_t(i) + ptrdiff_t(kv_len) - ptrdiff_t(q_len) + 1;
+    return size_t(std::clamp<ptrdiff_t>(end, 0, ptrdiff_t(kv_len)));
+  }
+  // First query that sees key j (q_len if none).
+  size_t FirstQuerySeeing(size_t j) const {
+    if (!causal) return 0;
+    const ptrdiff_t first = ptrdiff_t(j) - ptrdiff_t(kv_len) + ptrdiff_t(q_len);
+    return size_t(std::clamp<ptrdiff_t>(first, 0, ptrdiff_t(q_len)));
+  }
+};
+
+AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions& options);
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_ATTENTION_PROBLEM_H_

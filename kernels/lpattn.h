@@ -1,0 +1,131 @@
+/* lpattn C API: exact attention forward and backward over strided float tensors.
+ *
+ * A thin, stable C surface over the C++ API in kernels/attention.h; the semantics (math,
+ * layouts, causal alignment, sinks, validation) are identical, and the C++ header is the
+ * authority where this one is brief. The math is spec/kernels.md (§1, §1.1).
+ *
+ *   #include <lpattn/kernels/lpattn.h>      link with -llpattn (pkg-config: lpattn)
+ *
+ * Conventions
+ * - Every tensor is a view: a base pointer plus element (not byte) strides for batch, head
+ *   and token; the head dimension is contiguous (stride 1). Dense [B, H, T, D] has
+ *   strides {H*T*D, T*D, D}; dense [B, T, H, D] has {T*H*D, D, H*D}.
+ * - Q, O, dO, dQ have `heads` heads of q_len tokens; K, V, dK, dV have `kv_heads` heads of
+ *   kv_len tokens (grouped-query attention: query head h reads kv head h / (heads / kv_heads)).
+ * - lse is a dense float array [batch, heads, q_len] (row-major, no strides).
+ * - Functions return LPATTN_OK or an error status. On an error nothing has been written to any
+ *   output, and lpattn_last_error() describes the problem.
+ * - The functions are thread-safe for distinct outputs; each call parallelises internally
+ *   with oneTBB (see lpattn_options.threads).
+ */
+#ifndef LPATTN_KERNELS_LPATTN_H_
+#define LPATTN_KERNELS_LPATTN_H_
+
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define LPATTN_C_API
+#else
+#define LPATTN_C_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Sizes; all must be positive. heads must be a multiple of kv_heads, and head_dim at most 256. */
+typedef struct lpattn_shape {
+  int64_t batch;
+  int64_t heads;
+  int64_t kv_heads;
+  int64_t q_len;
+  int64_t kv_len;
+  int64_t head_dim;
+} lpattn_shape;
+
+/* A read-only tensor view: element (b, h, t, d) is at
+ * data[b * batch_stride + h * head_stride + t * token_stride + d]. Strides must be
+ * non-negative and must not make distinct elements overlap. */
+typedef struct lpattn_const_tensor {
+  const float* data;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t token_stride;
+} lpattn_const_tensor;
+
+/* A writable tensor view, laid out as lpattn_const_tensor. */
+typedef struct lpattn_tensor {
+  float* data;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t token_stride;
+} lpattn_tensor;
+
+/* §1.1: how the softmax treats an attention sink. */
+typedef enum lpattn_sink_mode {
+  LPATTN_SINK_NONE = 0,       /* plain softmax */
+  LPATTN_SINK_LEARNED = 1,    /* a per-head learnable sink logit (options.sink_logits) */
+  LPATTN_SINK_OFF_BY_ONE = 2  /* the off-by-one softmax: a sink with logit fixed at 0 */
+} lpattn_sink_mode;
+
+typedef struct lpattn_options {
+  /* Non-zero: causal, bottom-right aligned; key j is visible to query i iff
+   * j <= i + (kv_len - q_len). */
+  int causal;
+  /* Score scale. <= 0 or NaN means 1 / sqrt(head_dim); +inf is an invalid argument. */
+  float scale;
+  lpattn_sink_mode sink;
+  /* [heads] sink logits; required with LPATTN_SINK_LEARNED, ignored otherwise. */
+  const float* sink_logits;
+  /* 0: run in the caller's oneTBB arena (all its threads); n > 0: a private arena of n
+   * threads. */
+  int threads;
+} lpattn_options;
+
+typedef enum lpattn_status {
+  LPATTN_OK = 0,
+  /* A null pointer, bad size, stride or option; nothing was written. */
+  LPATTN_ERROR_INVALID_ARGUMENT = 1,
+  /* Any other failure (e.g. out of memory); nothing is guaranteed about the outputs. */
+  LPATTN_ERROR_INTERNAL = 2
+} lpattn_status;
+
+/* Fills *options with the defaults: not causal, scale 0 (meaning 1 / sqrt(head_dim)), no
+ * sink, no sink logits, threads 0. Does nothing if options is null. */
+LPATTN_C_API void lpattn_default_options(lpattn_options* options);
+
+/* §1 forward (with §1.1 sinks): O = softmax(scale * Q K^T [+ sink]) V.
+ * Reads q, k, v (and options->sink_logits with LPATTN_SINK_LEARNED). Writes every element of
+ * o (Q's shape) and of lse ([batch, heads, q_len], lse = m + log Z per row, the sink
+ * included). A row with no visible key and no sink gets O = 0 and lse = -inf.
+ * shape and options must not be null; o.data and lse must not be null. */
+LPATTN_C_API lpattn_status lpattn_exact_forward(const lpattn_shape* shape,
+                                                const lpattn_options* options,
+                                                lpattn_const_tensor q, lpattn_const_tensor k,
+                                                lpattn_const_tensor v, lpattn_tensor o,
+                                                float* lse);
+
+/* §1 backward (with §1.1 sinks). Inputs: the forward's inputs q, k, v, its outputs o and lse
+ * (with the same shape and options), and d_o, the gradient of the loss with respect to O.
+ * Writes dq (Q's shape), dk and dv (K's shape), and with LPATTN_SINK_LEARNED d_sink
+ * ([heads], summed over batch and query rows); d_sink may be null otherwise and is not
+ * written then. Every output is overwritten, not accumulated into. */
+LPATTN_C_API lpattn_status lpattn_exact_backward(
+    const lpattn_shape* shape, const lpattn_options* options, lpattn_const_tensor q,
+    lpattn_const_tensor k, lpattn_const_tensor v, lpattn_const_tensor o,
+    lpattn_const_tensor d_o, const float* lse, lpattn_tensor dq, lpattn_tensor dk,
+    lpattn_tensor dv, float* d_sink);
+
+/* The message of the last call that failed on this thread, or "" if none has. Successful
+ * calls do not clear it. The pointer stays valid until the next failing call on this
+ * thread. */
+LPATTN_C_API const char* lpattn_last_error(void);
+
+/* The library version, "MAJOR.MINOR.PATCH". */
+LPATTN_C_API const char* lpattn_version(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* LPATTN_KERNELS_LPATTN_H_ */

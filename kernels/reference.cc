@@ -1,0 +1,224 @@
+// fp64 scalar references of spec/kernels.md §1 and §1.1: one (batch, head, query row) at a time,
+// no tiling, no online rescaling. Readable over fast: every test's ground truth.
+#include "kernels/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+namespace lpattn {
+namespace {
+
+// Offsets into the dense layouts documented in reference.h.
+size_t QRowOffset(const AttentionShape& s, int64_t b, int64_t h, int64_t i) {
+  return static_cast<size_t>(((b * s.heads + h) * s.q_len + i) * s.head_dim);
+}
+size_t KvRowOffset(const AttentionShape& s, int64_t b, int64_t kv_h, int64_t j) {
+  return static_cast<size_t>(((b * s.kv_heads + kv_h) * s.kv_len + j) * s.head_dim);
+}
+size_t LseIndex(const AttentionShape& s, int64_t b, int64_t h, int64_t i) {
+  return static_cast<size_t>((b * s.heads + h) * s.q_len + i);
+}
+
+// §0: grouped-query attention, query head h reads kv head h / (H / Hkv).
+int64_t KvHeadOf(const AttentionShape& s, int64_t h) { return h / (s.heads / s.kv_heads); }
+
+// §0: bottom-right aligned causal mask, j in J_i iff j <= i + (Tk - Tq).
+bool KeyVisible(const AttentionShape& s, const AttentionOptions& options, int64_t i, int64_t j) {
+  return !options.causal || j <= i + (s.kv_len - s.q_len);
+}
+
+// §0: N_i = |J_i|.
+int64_t VisibleKeyCount(const AttentionShape& s, const AttentionOptions& options, int64_t i) {
+  int64_t count = 0;
+  for (int64_t j = 0; j < s.kv_len; ++j) count += KeyVisible(s, options, i, j) ? 1 : 0;
+  return count;
+}
+
+// §1.1: tau_h, fixed at 0 for the off-by-one softmax; no value without a sink.
+std::optional<double> SinkLogit(const AttentionOptions& options, const ReferenceInputs& inputs,
+                                int64_t h) {
+  switch (options.sink) {
+    case SinkMode::kNone:
+      return std::nullopt;
+    case SinkMode::kLearned:
+      return inputs.sink_logits[static_cast<size_t>(h)];
+    case SinkMode::kOffByOne:
+      return 0.0;
+  }
+  return std::nullopt;
+}
+
+double Dot(const double* a, const double* b, int64_t n) {
+  double sum = 0.0;
+  for (int64_t d = 0; d < n; ++d) sum += a[d] * b[d];
+  return sum;
+}
+
+void CheckSize(const std::vector<double>& v, int64_t expected, const char* name) {
+  if (static_cast<int64_t>(v.size()) != expected) {
+    throw std::invalid_argument(std::string("lpattn reference: ") + name + " has " +
+                                std::to_string(v.size()) + " elements, expected " +
+                                std::to_string(expected));
+  }
+}
+
+// The references index dense vectors directly, so a size mismatch is caught here rather than
+// read out of bounds.
+void CheckReferenceInputs(const AttentionShape& s, const AttentionOptions& options,
+                          const ReferenceInputs& inputs) {
+  if (s.batch <= 0 || s.heads <= 0 || s.kv_heads <= 0 || s.q_len <= 0 || s.kv_len <= 0 ||
+      s.head_dim <= 0 || s.heads % s.kv_heads != 0) {
+    throw std::invalid_argument("lpattn reference: invalid shape");
+  }
+  CheckSize(inputs.q, s.batch * s.heads * s.q_len * s.head_dim, "q");
+  CheckSize(inputs.k, s.batch * s.kv_heads * s.kv_len * s.head_dim, "k");
+  CheckSize(inputs.v, s.batch * s.kv_heads * s.kv_len * s.head_dim, "v");
+  if (options.sink == SinkMode::kLearned) CheckSize(inputs.sink_logits, s.heads, "sink_logits");
+}
+
+}  // namespace
+
+// §1 and §1.1 forward, per row i:
+//   m_i = max(tau_h, max_{j in J_i} s_ij)       (tau term only with a sink)
+//   Z_i = sum_{j in J_i} exp(s_ij - m_i) + exp(tau_h - m_i)
+//   p_ij = exp(s_ij - m_i) / Z_i,  o_i = sum_j p_ij v_j,  lse_i = m_i + log Z_i.
+ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
+                                             const AttentionOptions& options,
+                                             const ReferenceInputs& inputs) {
+  CheckReferenceInputs(shape, options, inputs);
+  const double scale = static_cast<double>(ResolvedScale(shape, options));
+  const int64_t dim = shape.head_dim;
+
+  ReferenceForwardResult result;
+  result.o.assign(inputs.q.size(), 0.0);
+  result.lse.assign(static_cast<size_t>(shape.batch * shape.heads * shape.q_len), 0.0);
+  std::vector<double> scores(static_cast<size_t>(shape.kv_len));
+
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      const int64_t kv_h = KvHeadOf(shape, h);
+      const std::optional<double> tau = SinkLogit(options, inputs, h);
+      for (int64_t i = 0; i < shape.q_len; ++i) {
+        double* o_i = &result.o[QRowOffset(shape, b, h, i)];
+        double& lse_i = result.lse[LseIndex(shape, b, h, i)];
+
+        // §0: a row with no visible key outputs zeros; without a sink its lse is log 0.
+        if (VisibleKeyCount(shape, options, i) == 0 && !tau.has_value()) {
+          lse_i = -std::numeric_limits<double>::infinity();
+          continue;
+        }
+
+        const double* q_i = &inputs.q[QRowOffset(shape, b, h, i)];
+        // §1.1: the sink starts the row state at m = tau_h.
+        double m_i = tau.has_value() ? *tau : -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < shape.kv_len; ++j) {
+          if (!KeyVisible(shape, options, i, j)) continue;
+          scores[j] = scale * Dot(q_i, &inputs.k[KvRowOffset(shape, b, kv_h, j)], dim);
+          m_i = std::max(m_i, scores[j]);
+        }
+
+        double z_i = tau.has_value() ? std::exp(*tau - m_i) : 0.0;
+        for (int64_t j = 0; j < shape.kv_len; ++j) {
+          if (KeyVisible(shape, options, i, j)) z_i += std::exp(scores[j] - m_i);
+        }
+
+        for (int64_t j = 0; j < shape.kv_len; ++j) {
+          if (!KeyVisible(shape, options, i, j)) continue;
+          const double p_ij = std::exp(scores[j] - m_i) / z_i;
+          const double* v_j = &inputs.v[KvRowOffset(shape, b, kv_h, j)];
+          for (int64_t d = 0; d < dim; ++d) o_i[d] += p_ij * v_j[d];
+        }
+        lse_i = m_i + std::log(z_i);
+      }
+    }
+  }
+  return result;
+}
+
+// §1 and §1.1 backward, per row i with P recomputed from the forward's lse:
+//   p_ij = exp(s_ij - lse_i),  Delta_i = dO_i . o_i,
+//   dV_j += p_ij dO_i,  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - Delta_i),
+//   dQ_i += scale dS_ij k_j,  dK_j += scale dS_ij q_i,
+//   d tau_h -= A_i Delta_i with A_i = exp(tau_h - lse_i)  (learned sink only).
+ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
+                                          const AttentionOptions& options,
+                                          const ReferenceInputs& inputs,
+                                          const std::vector<double>& d_o) {
+  CheckReferenceInputs(shape, options, inputs);
+  CheckSize(d_o, shape.batch * shape.heads * shape.q_len * shape.head_dim, "d_o");
+  const double scale = static_cast<double>(ResolvedScale(shape, options));
+  const int64_t dim = shape.head_dim;
+  const ReferenceForwardResult forward = ReferenceExactForward(shape, options, inputs);
+
+  ReferenceGradients grads;
+  grads.dq.assign(inputs.q.size(), 0.0);
+  grads.dk.assign(inputs.k.size(), 0.0);
+  grads.dv.assign(inputs.v.size(), 0.0);
+  grads.d_sink.assign(static_cast<size_t>(shape.heads), 0.0);
+
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      const int64_t kv_h = KvHeadOf(shape, h);
+      const std::optional<double> tau = SinkLogit(options, inputs, h);
+      for (int64_t i = 0; i < shape.q_len; ++i) {
+        // §0: a row with no visible key has zero gradients. With a sink its A_i = 1 but
+        // o_i = 0, so Delta_i = 0 and it adds nothing to d tau_h either.
+        if (VisibleKeyCount(shape, options, i) == 0) continue;
+
+        const size_t row = QRowOffset(shape, b, h, i);
+        const double* q_i = &inputs.q[row];
+        const double* o_i = &forward.o[row];
+        const double* d_o_i = &d_o[row];
+        double* dq_i = &grads.dq[row];
+        const double lse_i = forward.lse[LseIndex(shape, b, h, i)];
+        const double delta_i = Dot(d_o_i, o_i, dim);
+
+        for (int64_t j = 0; j < shape.kv_len; ++j) {
+          if (!KeyVisible(shape, options, i, j)) continue;
+          const size_t kv_row = KvRowOffset(shape, b, kv_h, j);
+          const double* k_j = &inputs.k[kv_row];
+          const double* v_j = &inputs.v[kv_row];
+          const double s_ij = scale * Dot(q_i, k_j, dim);
+          const double p_ij = std::exp(s_ij - lse_i);
+          const double dp_ij = Dot(d_o_i, v_j, dim);
+          const double ds_ij = p_ij * (dp_ij - delta_i);
+          for (int64_t d = 0; d < dim; ++d) {
+            grads.dv[kv_row + d] += p_ij * d_o_i[d];
+            dq_i[d] += scale * ds_ij * k_j[d];
+            grads.dk[kv_row + d] += scale * ds_ij * q_i[d];
+          }
+        }
+
+        // §1.1: only a learned tau is a parameter; the off-by-one sink is a constant.
+        if (options.sink == SinkMode::kLearned) {
+          const double abstention_i = std::exp(*tau - lse_i);
+          grads.d_sink[static_cast<size_t>(h)] -= abstention_i * delta_i;
+        }
+      }
+    }
+  }
+  return grads;
+}
+
+std::vector<double> DenseFromView(ConstTensor t, int64_t batch, int64_t heads, int64_t tokens,
+                                  int64_t dim) {
+  std::vector<double> dense;
+  dense.reserve(static_cast<size_t>(batch * heads * tokens * dim));
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t t_idx = 0; t_idx < tokens; ++t_idx) {
+        const float* row =
+            t.data + b * t.strides.batch + h * t.strides.head + t_idx * t.strides.token;
+        for (int64_t d = 0; d < dim; ++d) dense.push_back(static_cast<double>(row[d]));
+      }
+    }
+  }
+  return dense;
+}
+
+}  // namespace lpattn

@@ -1,0 +1,115 @@
+// Row transform policy of exact softmax (spec §1, §1.1): the online max/normaliser in the
+// forward pass, and p = exp(s - lse), dS = p (dP - Delta) in the backward pass.
+//
+// The skeleton hands the forward a score tile stored key-major (st[j * kTileQ + i], key j,
+// query i), so every per-row reduction over keys is a vertical vector op across kTileQ
+// queries and no horizontal reduction is needed.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_SOFTMAX_TRANSFORM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_SOFTMAX_TRANSFORM_INL_H_
+#undef LPATTN_KERNELS_SOFTMAX_TRANSFORM_INL_H_
+#else
+#define LPATTN_KERNELS_SOFTMAX_TRANSFORM_INL_H_
+#endif
+
+#include <stddef.h>
+
+#include <cmath>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/tile_sizes.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Highway's Exp maps NaN to 0; attention weights must carry a NaN score through to the row's
+// output instead of hiding it.
+template <class D, class V>
+HWY_INLINE V ExpKeepNaN(D d, V x) {
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(d, x));
+}
+
+struct SoftmaxTransform {
+  // Running state of the kTileQ rows of one query tile.
+  struct ForwardState {
+    HWY_ALIGN float m[kTileQ];  // running max (starts at the sink logit)
+    HWY_ALIGN float z[kTileQ];  // running normaliser, relative to m
+  };
+
+  // §1.1: the online state starts with m = tau, Z = 1 with a sink, m = -inf, Z = 0 without.
+  static void BeginForward(ForwardState& state, bool has_sink, float sink_logit) {
+    for (size_t i = 0; i < kTileQ; ++i) {
+      state.m[i] = has_sink ? sink_logit : -std::numeric_limits<float>::infinity();
+      state.z[i] = has_sink ? 1.0f : 0.0f;
+    }
+  }
+
+  // §1 forward, one key tile: scores st (nk keys x kTileQ queries, already scaled) become
+  // exp(s - m_new) in place; alpha[i] = exp(m_old - m_new) rescales row i's accumulator.
+  // Query i sees keys j < visible[i]; `all_visible` skips the mask on interior tiles.
+  static void WeighTile(float* HWY_RESTRICT st, size_t nk, const float* HWY_RESTRICT visible,
+                        bool all_visible, ForwardState& state, float* HWY_RESTRICT alpha) {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+    for (size_t i = 0; i < kTileQ; i += N) {
+      const auto limit = hn::LoadU(d, visible + i);
+      auto row_max = neg_inf;
+      for (size_t j = 0; j < nk; ++j) {
+        auto s = hn::LoadU(d, st + j * kTileQ + i);
+        if (!all_visible) s = hn::IfThenElse(hn::Lt(hn::Set(d, float(j)), limit), s, neg_inf);
+        row_max = hn::Max(row_max, s);
+      }
+      const auto m_old = hn::LoadU(d, state.m + i);
+      const auto m_new = hn::Max(m_old, row_max);
+      // exp(-inf - -inf) is NaN; Highway's Exp turns it into 0, which is right here: such a row
+      // has seen nothing yet, so its accumulator and normaliser are 0 anyway.
+      const auto rescale = hn::Exp(d, hn::Sub(m_old, m_new));
+      auto z = hn::Mul(hn::LoadU(d, state.z + i), rescale);
+      for (size_t j = 0; j < nk; ++j) {
+        float* s_ptr = st + j * kTileQ + i;
+        auto p = ExpKeepNaN(d, hn::Sub(hn::LoadU(d, s_ptr), m_new));
+        if (!all_visible) p = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), p);
+        z = hn::Add(z, p);
+        hn::StoreU(p, d, s_ptr);
+      }
+      hn::StoreU(m_new, d, state.m + i);
+      hn::StoreU(z, d, state.z + i);
+      hn::StoreU(rescale, d, alpha + i);
+    }
+  }
+
+  // §1 forward, end of the row: the output factor 1/Z (0 for a row with nothing, sink
+  // included, to normalise) and lse = m + log Z.
+  static void FinishForward(const ForwardState& state, size_t nq, float* out_factor,
+                            float* lse) {
+    for (size_t i = 0; i < nq; ++i) {
+      const float z = state.z[i];
+      out_factor[i] = z > 0.0f ? 1.0f / z : (z == 0.0f ? 0.0f : z);
+      lse[i] = state.m[i] + std::log(z);
+    }
+  }
+
+  // §1 backward: p = exp(s - lse) with s already scaled.
+  template <class D, class V>
+  static HWY_INLINE V Weight(D d, V s, V lse) {
+    return ExpKeepNaN(d, hn::Sub(s, lse));
+  }
+  // §1 backward: dS = p (dP - Delta).
+  template <class V>
+  static HWY_INLINE V ScoreGrad(V p, V dp, V delta) {
+    return hn::Mul(p, hn::Sub(dp, delta));
+  }
+};
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

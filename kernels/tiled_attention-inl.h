@@ -1,0 +1,372 @@
+// The one tiled attention skeleton (DESIGN.md): tiling, causal tile skipping, GQA indexing,
+// tails, operand packing and the TBB work split live here once; a row transform policy
+// (e.g. SoftmaxTransform) decides how scores become weights and how dP becomes dS.
+//
+//   forward  (task = batch, head, query tile): S^T = K Q^T, W = policy(S), O += W V
+//   backward, query side (task = batch, head, query tile): dQ += dS K
+//   backward, key side   (task = batch, kv head, key tile): dV += W^T dO, dK += dS^T Q
+// The backward split means no two tasks write the same dQ, dK or dV rows: no atomics, and the
+// result does not depend on the thread count.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_TILED_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_TILED_ATTENTION_INL_H_
+#undef LPATTN_KERNELS_TILED_ATTENTION_INL_H_
+#else
+#define LPATTN_KERNELS_TILED_ATTENTION_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "kernels/attention_problem.h"
+#include "kernels/matmul_tile-inl.h"
+#include "kernels/tile_sizes.h"
+#include "tbb/blocked_range.h"
+#include "tbb/parallel_for.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Head dimension rounded up to whole vectors: the column count of every D-wide tile.
+HWY_INLINE size_t PaddedDim(size_t dim) {
+  const hn::ScalableTag<float> d;
+  return hwy::RoundUpTo(dim, hn::Lanes(d));
+}
+
+// Rows of one (batch, head) of a strided view.
+struct HeadRows {
+  const float* data;
+  size_t token_stride;
+  const float* row(size_t t) const { return data + t * token_stride; }
+};
+HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
+  return {t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head),
+          size_t(t.strides.token)};
+}
+HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
+  return t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head) +
+         token * size_t(t.strides.token);
+}
+
+// Per-thread scratch, O(tile * D): never grows with Tq * Tk. Sized for the largest head
+// dimension and kept for the thread's lifetime, so no call allocates or page-faults.
+struct TileWorkspace {
+  static constexpr size_t kPanel = kMaxHeadDim * kTileMax;  // transposed operand [D][tile]
+  static constexpr size_t kScores = kTileQ * kTileK;        // score-shaped tile
+  static constexpr size_t kRows = kTileMax * kMaxHeadDim;   // D-wide tile [tile][Dpad]
+  TileWorkspace()
+      : panel_a(hwy::AllocateAligned<float>(kPanel)),
+        panel_b(hwy::AllocateAligned<float>(kPanel)),
+        scores(hwy::AllocateAligned<float>(kScores)),
+        grads(hwy::AllocateAligned<float>(kScores)),
+        acc_a(hwy::AllocateAligned<float>(kRows)),
+        acc_b(hwy::AllocateAligned<float>(kRows)),
+        rows(hwy::AllocateAligned<float>(kRows)),
+        rows2(hwy::AllocateAligned<float>(kRows)) {}
+  hwy::AlignedFreeUniquePtr<float[]> panel_a, panel_b;
+  hwy::AlignedFreeUniquePtr<float[]> scores, grads;
+  hwy::AlignedFreeUniquePtr<float[]> acc_a, acc_b;      // accumulators
+  hwy::AlignedFreeUniquePtr<float[]> rows, rows2;       // zero-padded operand rows
+  HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
+  uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
+  HWY_ALIGN float factor[kTileMax];
+  HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row saved statistics
+};
+
+// panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
+// transposed operand of a score product, packed once per task.
+HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size_t dim,
+                               float factor, size_t width, float* HWY_RESTRICT panel) {
+  std::fill(panel, panel + dim * width, 0.0f);
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = src.row(first + i);
+    for (size_t c = 0; c < dim; ++c) panel[c * width + i] = factor * row[c];
+  }
+}
+
+// Right operand of a D-wide product: the rows themselves when D fills whole vectors, else a
+// zero-padded copy (reading past D in the caller's memory is not allowed).
+HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,
+                           size_t padded_dim, float* HWY_RESTRICT scratch) {
+  if (dim == padded_dim) return {src.row(first), src.token_stride};
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = src.row(first + i);
+    std::copy(row, row + dim, scratch + i * padded_dim);
+    std::fill(scratch + i * padded_dim + dim, scratch + (i + 1) * padded_dim, 0.0f);
+  }
+  return {scratch, padded_dim};
+}
+
+HWY_INLINE void ScaleRows(float* HWY_RESTRICT acc, size_t n, size_t padded_dim,
+                          const float* HWY_RESTRICT factor) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t i = 0; i < n; ++i) {
+    const auto f = hn::Set(d, factor[i]);
+    for (size_t c = 0; c < padded_dim; c += N) {
+      hn::StoreU(hn::Mul(f, hn::LoadU(d, acc + i * padded_dim + c)), d, acc + i * padded_dim + c);
+    }
+  }
+}
+
+HWY_INLINE void StoreRows(const float* HWY_RESTRICT acc, size_t n, size_t dim, size_t padded_dim,
+                          const float* factor, float uniform_factor, float* out,
+                          size_t out_stride) {
+  for (size_t i = 0; i < n; ++i) {
+    const float f = factor ? factor[i] * uniform_factor : uniform_factor;
+    for (size_t c = 0; c < dim; ++c) out[i * out_stride + c] = f * acc[i * padded_dim + c];
+  }
+}
+
+// Runs task(index, workspace) for index in [0, count), each task with its thread's workspace.
+template <class Task>
+HWY_INLINE void ParallelTiles(size_t count, const Task& task) {
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, count, 1),
+      [&](const tbb::blocked_range<size_t>& range) HWY_ATTR {
+        thread_local TileWorkspace workspace;
+        for (size_t index = range.begin(); index != range.end(); ++index) task(index, workspace);
+      },
+      tbb::simple_partitioner());
+}
+
+// Query tile [i0, i0 + nq) against key tile [j0, j0 + nk): per-query key limits within the
+// tile (as float for masks and as ranges for the P V product). Returns whether every real
+// query sees every key of the tile.
+HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, size_t j0,
+                            size_t nk, TileWorkspace& ws) {
+  bool all_visible = true;
+  for (size_t i = 0; i < kTileQ; ++i) {
+    size_t limit = 0;
+    if (i < nq) {
+      const size_t end = p.VisibleEnd(i0 + i);
+      limit = end <= j0 ? 0 : std::min(end - j0, nk);
+      all_visible &= limit == nk;
+    }
+    ws.visible[i] = float(limit);
+    ws.range_begin[i] = 0;
+    ws.range_end[i] = uint32_t(limit);
+  }
+  return all_visible;
+}
+
+// Keys that the query tile [i0, i0 + nq) can see at all: [0, KeyEnd).
+HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
+  return p.VisibleEnd(i0 + nq - 1);
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+template <class Transform>
+void TiledForward(const AttentionProblem& p, const ForwardArgs& args) {
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
+  const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
+  ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) {
+    const size_t b = task / (p.heads * q_tiles), h = task / q_tiles % p.heads;
+    const size_t i0 = task % q_tiles * kTileQ, nq = std::min(kTileQ, p.q_len - i0);
+    const HeadRows q = RowsOf(args.q, b, h);
+    const HeadRows k = RowsOf(args.k, b, h / p.group());
+    const HeadRows v = RowsOf(args.v, b, h / p.group());
+    float* q_panel = ws.panel_a.get();
+    float* scores = ws.scores.get();
+    float* out = ws.acc_a.get();
+    PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel);
+    std::fill(out, out + kTileQ * padded_dim, 0.0f);
+    typename Transform::ForwardState state;
+    Transform::BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f);
+
+    const size_t key_end = KeyEnd(p, i0, nq);
+    for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+      const size_t nk = std::min(kTileK, p.kv_len - j0);
+      MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
+                    kTileQ, dim);
+      const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+      Transform::WeighTile(scores, nk, ws.visible, all_visible, state, ws.factor);
+      ScaleRows(out, nq, padded_dim, ws.factor);
+      const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
+      MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
+                   ws.range_begin, ws.range_end);
+    }
+    float* lse = args.lse + (b * p.heads + h) * p.q_len + i0;
+    Transform::FinishForward(state, nq, ws.factor, lse);
+    StoreRows(out, nq, dim, padded_dim, ws.factor, 1.0f, RowOf(args.o, b, h, i0),
+              size_t(args.o.strides.token));
+  });
+}
+
+// ---- backward -----------------------------------------------------------------------------
+
+// Query side: Delta_i = dO_i . o_i, dQ, and each tile's share of d(sink).
+template <class Transform>
+void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, float* delta_out,
+                          double* sink_partials) {
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
+  const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) {
+    const size_t b = task / (p.heads * q_tiles), h = task / q_tiles % p.heads;
+    const size_t i0 = task % q_tiles * kTileQ, nq = std::min(kTileQ, p.q_len - i0);
+    const HeadRows q = RowsOf(args.q, b, h), o = RowsOf(args.o, b, h), d_o = RowsOf(args.d_o, b, h);
+    const HeadRows k = RowsOf(args.k, b, h / p.group());
+    const HeadRows v = RowsOf(args.v, b, h / p.group());
+    float* q_panel = ws.panel_a.get();
+    float* do_panel = ws.panel_b.get();
+    float* scores = ws.scores.get();
+    float* grads = ws.grads.get();
+    float* dq = ws.acc_a.get();
+    PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel);
+    PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, do_panel);
+    std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
+
+    // Saved row statistics; padding rows get values that keep their (unused) lanes finite.
+    const float* lse = args.lse + (b * p.heads + h) * p.q_len + i0;
+    float* delta = delta_out + (b * p.heads + h) * p.q_len + i0;
+    double sink_share = 0.0;
+    for (size_t i = 0; i < kTileQ; ++i) {
+      if (i < nq) {
+        double dot = 0.0;
+        for (size_t c = 0; c < dim; ++c) dot += double(d_o.row(i0 + i)[c]) * o.row(i0 + i)[c];
+        delta[i] = float(dot);
+        ws.row_a[i] = lse[i];
+        ws.row_b[i] = delta[i];
+        // §1.1: d tau = - sum_i A_i Delta_i with A_i = exp(tau - lse_i).
+        if (p.has_sink) sink_share -= std::exp(double(p.sink(h)) - lse[i]) * dot;
+      } else {
+        ws.row_a[i] = 0.0f;
+        ws.row_b[i] = 0.0f;
+      }
+    }
+    sink_partials[task] = sink_share;
+
+    const size_t key_end = KeyEnd(p, i0, nq);
+    for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+      const size_t nk = std::min(kTileK, p.kv_len - j0);
+      MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
+                    kTileQ, dim);
+      MatMul<false>({v.row(j0), v.token_stride, 1}, {do_panel, kTileQ}, {grads, kTileQ}, nk,
+                    kTileQ, dim);
+      const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+      for (size_t i = 0; i < kTileQ; i += N) {
+        const auto lse_v = hn::Load(d, ws.row_a + i), delta_v = hn::Load(d, ws.row_b + i);
+        const auto limit = hn::Load(d, ws.visible + i);
+        for (size_t j = 0; j < nk; ++j) {
+          auto w = Transform::Weight(d, hn::LoadU(d, scores + j * kTileQ + i), lse_v);
+          if (!all_visible) w = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), w);
+          const auto ds = Transform::ScoreGrad(w, hn::LoadU(d, grads + j * kTileQ + i), delta_v);
+          hn::StoreU(ds, d, grads + j * kTileQ + i);
+        }
+      }
+      const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
+      MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
+                   ws.range_end);
+    }
+    StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
+              size_t(args.dq.strides.token));
+  });
+}
+
+// Key side: dK and dV of one key tile, summed over the query heads of its GQA group and all
+// query tiles in a fixed order.
+template <class Transform>
+void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, const float* delta_in) {
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
+  const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) {
+    const size_t b = task / (p.kv_heads * k_tiles), kv_head = task / k_tiles % p.kv_heads;
+    const size_t j0 = task % k_tiles * kTileK, nk = std::min(kTileK, p.kv_len - j0);
+    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
+    float* k_panel = ws.panel_a.get();
+    float* v_panel = ws.panel_b.get();
+    float* weights = ws.scores.get();
+    float* grads = ws.grads.get();
+    float* dk = ws.acc_a.get();
+    float* dv = ws.acc_b.get();
+    // Scaling K here makes the scores come out scaled; dK picks the scale up at the end.
+    PackTransposed(k, j0, nk, dim, p.scale, kTileK, k_panel);
+    PackTransposed(v, j0, nk, dim, 1.0f, kTileK, v_panel);
+    std::fill(dk, dk + kTileK * padded_dim, 0.0f);
+    std::fill(dv, dv + kTileK * padded_dim, 0.0f);
+
+    const size_t first_query = p.FirstQuerySeeing(j0);
+    for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
+      const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
+      const float* lse = args.lse + (b * p.heads + h) * p.q_len;
+      const float* delta = delta_in + (b * p.heads + h) * p.q_len;
+      for (size_t i0 = first_query / kTileQ * kTileQ; i0 < p.q_len; i0 += kTileQ) {
+        const size_t nq = std::min(kTileQ, p.q_len - i0);
+        MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
+                      kTileK, dim);
+        MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {v_panel, kTileK}, {grads, kTileK},
+                      nq, kTileK, dim);
+        // Rows are queries here: per-row statistics are broadcast, keys run along vectors.
+        for (size_t i = 0; i < nq; ++i) {
+          const size_t end = p.VisibleEnd(i0 + i);
+          const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
+          const auto lse_v = hn::Set(d, lse[i0 + i]), delta_v = hn::Set(d, delta[i0 + i]);
+          for (size_t j = 0; j < kTileK; j += N) {
+            float* w_ptr = weights + i * kTileK + j;
+            float* g_ptr = grads + i * kTileK + j;
+            auto w = Transform::Weight(d, hn::LoadU(d, w_ptr), lse_v);
+            w = hn::IfThenElseZero(hn::FirstN(d, limit > j ? limit - j : 0), w);
+            hn::StoreU(w, d, w_ptr);
+            hn::StoreU(Transform::ScoreGrad(w, hn::LoadU(d, g_ptr), delta_v), d, g_ptr);
+          }
+        }
+        // Key j of the tile is seen by the tile's queries [begin_j, nq).
+        for (size_t j = 0; j < nk; ++j) {
+          const size_t first = p.FirstQuerySeeing(j0 + j);
+          ws.range_begin[j] = uint32_t(std::clamp(first, i0, i0 + nq) - i0);
+          ws.range_end[j] = uint32_t(nq);
+        }
+        const RhsView do_rows = DimRows(d_o, i0, nq, dim, padded_dim, ws.rows.get());
+        MatMulRanged({weights, 1, kTileK}, do_rows, {dv, padded_dim}, nk, padded_dim,
+                     ws.range_begin, ws.range_end);
+        const RhsView q_rows = DimRows(q, i0, nq, dim, padded_dim, ws.rows2.get());
+        MatMulRanged({grads, 1, kTileK}, q_rows, {dk, padded_dim}, nk, padded_dim,
+                     ws.range_begin, ws.range_end);
+      }
+    }
+    StoreRows(dk, nk, dim, padded_dim, nullptr, p.scale, RowOf(args.dk, b, kv_head, j0),
+              size_t(args.dk.strides.token));
+    StoreRows(dv, nk, dim, padded_dim, nullptr, 1.0f, RowOf(args.dv, b, kv_head, j0),
+              size_t(args.dv.strides.token));
+  });
+}
+
+// Full backward: the query side first (it produces Delta), then the key side.
+template <class Transform>
+void TiledBackward(const AttentionProblem& p, const BackwardArgs& args) {
+  std::vector<float> delta(p.batch * p.heads * p.q_len);
+  const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
+  std::vector<double> sink_partials(p.batch * p.heads * q_tiles);
+  TiledBackwardQueries<Transform>(p, args, delta.data(), sink_partials.data());
+  TiledBackwardKeys<Transform>(p, args, delta.data());
+  if (p.sink_logits != nullptr && args.d_sink != nullptr) {  // learned sinks only
+    for (size_t h = 0; h < p.heads; ++h) {
+      double sum = 0.0;  // a fixed summation order: the result is thread-count independent
+      for (size_t b = 0; b < p.batch; ++b) {
+        for (size_t t = 0; t < q_tiles; ++t) sum += sink_partials[(b * p.heads + h) * q_tiles + t];
+      }
+      args.d_sink[h] = float(sum);
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,362 @@
+// The C API (kernels/lpattn.h): defaults, a forward and a backward call on cases whose answer
+// is known in closed form, and the error paths (status, message, outputs untouched).
+#include "kernels/lpattn.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr float kSentinel = -12345.0f;
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Dense [B, H, T, D] strides.
+lpattn_const_tensor ConstView(const std::vector<float>& data, int64_t heads, int64_t tokens,
+                              int64_t dim) {
+  return {data.data(), heads * tokens * dim, tokens * dim, dim};
+}
+lpattn_tensor View(std::vector<float>& data, int64_t heads, int64_t tokens, int64_t dim) {
+  return {data.data(), heads * tokens * dim, tokens * dim, dim};
+}
+
+// Deterministic, non-trivial values in [-1, 1).
+std::vector<float> Filled(size_t n, uint32_t seed) {
+  std::vector<float> out(n);
+  uint32_t x = seed * 2654435761u + 1u;
+  for (float& f : out) {
+    x = x * 1664525u + 1013904223u;
+    f = static_cast<float>(x >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+  }
+  return out;
+}
+
+// A small problem with dense buffers, valid unless a test breaks it.
+struct Problem {
+  lpattn_shape shape{};
+  lpattn_options options{};
+  std::vector<float> q, k, v, o, lse;
+
+  explicit Problem(lpattn_shape s) : shape(s) {
+    lpattn_default_options(&options);
+    q = Filled(QSize(), 1);
+    k = Filled(KSize(), 2);
+    v = Filled(KSize(), 3);
+    o.assign(QSize(), kSentinel);
+    lse.assign(static_cast<size_t>(s.batch * s.heads * s.q_len), kSentinel);
+  }
+  size_t QSize() const {
+    return static_cast<size_t>(shape.batch * shape.heads * shape.q_len * shape.head_dim);
+  }
+  size_t KSize() const {
+    return static_cast<size_t>(shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim);
+  }
+  lpattn_const_tensor Q() const { return ConstView(q, shape.heads, shape.q_len, shape.head_dim); }
+  lpattn_const_tensor K() const {
+    return ConstView(k, shape.kv_heads, shape.kv_len, shape.head_dim);
+  }
+  lpattn_const_tensor V() const {
+    return ConstView(v, shape.kv_heads, shape.kv_len, shape.head_dim);
+  }
+  lpattn_tensor O() { return View(o, shape.heads, shape.q_len, shape.head_dim); }
+  lpattn_status Forward() {
+    return lpattn_exact_forward(&shape, &options, Q(), K(), V(), O(), lse.data());
+  }
+};
+
+lpattn_shape MakeShape(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
+                       int64_t kv_len, int64_t head_dim) {
+  return {batch, heads, kv_heads, q_len, kv_len, head_dim};
+}
+
+bool AllSentinel(const std::vector<float>& buffer) {
+  return std::all_of(buffer.begin(), buffer.end(), [](float x) { return x == kSentinel; });
+}
+
+// An invalid call: the status, a message naming the problem, and no output written.
+void ExpectRejected(Problem& p, lpattn_status status, const std::string& names) {
+  EXPECT_EQ(status, LPATTN_ERROR_INVALID_ARGUMENT);
+  const std::string message = lpattn_last_error();
+  EXPECT_FALSE(message.empty());
+  EXPECT_NE(Lower(message).find(Lower(names)), std::string::npos)
+      << "message \"" << message << "\" does not mention \"" << names << "\"";
+  EXPECT_TRUE(AllSentinel(p.o)) << "O was written by a rejected call";
+  EXPECT_TRUE(AllSentinel(p.lse)) << "lse was written by a rejected call";
+}
+
+TEST(CApi, DefaultOptions) {
+  lpattn_options options;
+  options.causal = 7;
+  options.scale = 3.0f;
+  options.sink = LPATTN_SINK_LEARNED;
+  float logit = 0.0f;
+  options.sink_logits = &logit;
+  options.threads = 5;
+  lpattn_default_options(&options);
+  EXPECT_EQ(options.causal, 0);
+  EXPECT_EQ(options.scale, 0.0f);
+  EXPECT_EQ(options.sink, LPATTN_SINK_NONE);
+  EXPECT_EQ(options.sink_logits, nullptr);
+  EXPECT_EQ(options.threads, 0);
+  lpattn_default_options(nullptr);  // a no-op, not a crash
+}
+
+TEST(CApi, Version) {
+  const std::string version = lpattn_version();
+  EXPECT_FALSE(version.empty());
+  EXPECT_EQ(std::count(version.begin(), version.end(), '.'), 2) << version;
+}
+
+TEST(CApi, LastErrorIsEmptyOnAFreshThread) {
+  std::string seen = "not run";
+  std::thread([&] { seen = lpattn_last_error(); }).join();
+  EXPECT_EQ(seen, "");
+}
+
+// One key: the softmax weight is 1, so O = V and lse is the score itself.
+TEST(CApi, ForwardWithOneKeyCopiesV) {
+  Problem p(MakeShape(2, 4, 2, 3, 1, 8));
+  p.options.scale = 0.5f;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const auto& s = p.shape;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t kvh = h / (s.heads / s.kv_heads);
+      const float* k = &p.k[static_cast<size_t>((b * s.kv_heads + kvh) * s.head_dim)];
+      const float* v = &p.v[static_cast<size_t>((b * s.kv_heads + kvh) * s.head_dim)];
+      for (int64_t i = 0; i < s.q_len; ++i) {
+        const size_t row = static_cast<size_t>((b * s.heads + h) * s.q_len + i);
+        const float* q = &p.q[row * static_cast<size_t>(s.head_dim)];
+        double score = 0.0;
+        for (int64_t d = 0; d < s.head_dim; ++d) score += double{q[d]} * k[d];
+        score *= 0.5;
+        EXPECT_NEAR(p.lse[row], score, 1e-5) << "row " << row;
+        for (int64_t d = 0; d < s.head_dim; ++d) {
+          EXPECT_NEAR(p.o[row * static_cast<size_t>(s.head_dim) + static_cast<size_t>(d)], v[d],
+                      1e-6)
+              << "row " << row << " d " << d;
+        }
+      }
+    }
+  }
+}
+
+// Identical keys: equal weights, so O is the mean of V and lse = score + log(kv_len). The
+// default scale is 1 / sqrt(head_dim).
+TEST(CApi, ForwardWithEqualKeysAveragesV) {
+  Problem p(MakeShape(1, 2, 1, 2, 5, 4));
+  for (int64_t j = 0; j < p.shape.kv_len; ++j) {
+    std::copy(p.k.begin(), p.k.begin() + 4, p.k.begin() + j * 4);
+  }
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  for (int64_t row = 0; row < p.shape.heads * p.shape.q_len; ++row) {
+    double score = 0.0;
+    for (int64_t d = 0; d < 4; ++d) score += double{p.q[row * 4 + d]} * p.k[d];
+    EXPECT_NEAR(p.lse[row], score / 2.0 + std::log(5.0), 1e-5);
+    for (int64_t d = 0; d < 4; ++d) {
+      double mean = 0.0;
+      for (int64_t j = 0; j < 5; ++j) mean += p.v[j * 4 + d] / 5.0;
+      EXPECT_NEAR(p.o[row * 4 + d], mean, 1e-6);
+    }
+  }
+}
+
+// Off-by-one softmax with one key: weight e^s / (1 + e^s), lse = log(1 + e^s).
+TEST(CApi, ForwardOffByOneSink) {
+  Problem p(MakeShape(1, 1, 1, 1, 1, 2));
+  p.q = {1.0f, 2.0f};
+  p.k = {0.5f, 0.25f};
+  p.v = {3.0f, -1.0f};
+  p.options.scale = 1.0f;
+  p.options.sink = LPATTN_SINK_OFF_BY_ONE;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const double s = 1.0;
+  const double w = std::exp(s) / (1.0 + std::exp(s));
+  EXPECT_NEAR(p.lse[0], std::log1p(std::exp(s)), 1e-5);
+  EXPECT_NEAR(p.o[0], 3.0 * w, 1e-5);
+  EXPECT_NEAR(p.o[1], -1.0 * w, 1e-5);
+}
+
+// One key: P = 1 whatever the scores, so dS = 0 (dQ = dK = 0) and dV sums dO over the query
+// rows (and query heads) that read it.
+TEST(CApi, BackwardWithOneKey) {
+  Problem p(MakeShape(1, 2, 1, 3, 1, 4));
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> d_o = Filled(p.QSize(), 4);
+  std::vector<float> dq(p.QSize(), kSentinel), dk(p.KSize(), kSentinel),
+      dv(p.KSize(), kSentinel);
+  const auto& s = p.shape;
+  ASSERT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
+                                  ConstView(p.o, s.heads, s.q_len, s.head_dim),
+                                  ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
+                                  View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
+            LPATTN_OK)
+      << lpattn_last_error();
+  for (float x : dq) EXPECT_NEAR(x, 0.0f, 1e-5);
+  for (float x : dk) EXPECT_NEAR(x, 0.0f, 1e-5);
+  for (int64_t d = 0; d < s.head_dim; ++d) {
+    double sum = 0.0;
+    for (int64_t row = 0; row < s.heads * s.q_len; ++row) sum += d_o[row * s.head_dim + d];
+    EXPECT_NEAR(dv[d], sum, 1e-5);
+  }
+}
+
+TEST(CApi, LearnedSinkBackwardWritesDSink) {
+  Problem p(MakeShape(1, 2, 2, 3, 4, 8));
+  const std::vector<float> sink_logits = {0.25f, -0.5f};
+  p.options.sink = LPATTN_SINK_LEARNED;
+  p.options.sink_logits = sink_logits.data();
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> d_o = Filled(p.QSize(), 5);
+  std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
+  std::vector<float> d_sink(2, kSentinel);
+  const auto& s = p.shape;
+  ASSERT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
+                                  ConstView(p.o, s.heads, s.q_len, s.head_dim),
+                                  ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
+                                  View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), d_sink.data()),
+            LPATTN_OK)
+      << lpattn_last_error();
+  for (float x : d_sink) {
+    EXPECT_NE(x, kSentinel);
+    EXPECT_TRUE(std::isfinite(x));
+  }
+}
+
+TEST(CApi, NullShapeIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  ExpectRejected(p,
+                 lpattn_exact_forward(nullptr, &p.options, p.Q(), p.K(), p.V(), p.O(),
+                                      p.lse.data()),
+                 "shape");
+}
+
+TEST(CApi, NullOptionsIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  ExpectRejected(p,
+                 lpattn_exact_forward(&p.shape, nullptr, p.Q(), p.K(), p.V(), p.O(),
+                                      p.lse.data()),
+                 "options");
+}
+
+TEST(CApi, NullDataPointerIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  lpattn_const_tensor k = p.K();
+  k.data = nullptr;
+  ExpectRejected(
+      p, lpattn_exact_forward(&p.shape, &p.options, p.Q(), k, p.V(), p.O(), p.lse.data()),
+      "k.data");
+}
+
+TEST(CApi, HeadDimZeroIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.shape.head_dim = 0;
+  ExpectRejected(p, p.Forward(), "head_dim");
+}
+
+TEST(CApi, HeadDimAboveMaximumIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 1, 1, 257));
+  ExpectRejected(p, p.Forward(), "head_dim");
+}
+
+TEST(CApi, HeadsNotAMultipleOfKvHeadsIsRejected) {
+  Problem p(MakeShape(1, 3, 2, 2, 2, 4));
+  ExpectRejected(p, p.Forward(), "kv_heads");
+}
+
+TEST(CApi, InvalidSinkModeIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  // As a C caller could pass it; memcpy because the value is outside the C++ enum's range.
+  const int bad_mode = 7;
+  static_assert(sizeof bad_mode == sizeof p.options.sink);
+  std::memcpy(&p.options.sink, &bad_mode, sizeof bad_mode);
+  ExpectRejected(p, p.Forward(), "sink");
+}
+
+TEST(CApi, LearnedSinkWithoutLogitsIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.options.sink = LPATTN_SINK_LEARNED;
+  ExpectRejected(p, p.Forward(), "sink");
+}
+
+TEST(CApi, InfiniteScaleIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.options.scale = std::numeric_limits<float>::infinity();
+  ExpectRejected(p, p.Forward(), "scale");
+}
+
+// NaN and non-positive scales select 1 / sqrt(head_dim), like an unset C++ scale.
+TEST(CApi, NonPositiveOrNanScaleMeansDefault) {
+  Problem reference(MakeShape(1, 1, 1, 3, 5, 16));
+  ASSERT_EQ(reference.Forward(), LPATTN_OK) << lpattn_last_error();
+  for (float scale : {-1.0f, std::numeric_limits<float>::quiet_NaN(),
+                      1.0f / std::sqrt(16.0f)}) {
+    Problem p(MakeShape(1, 1, 1, 3, 5, 16));
+    p.options.scale = scale;
+    ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+    EXPECT_EQ(p.o, reference.o) << "scale " << scale;
+    EXPECT_EQ(p.lse, reference.lse) << "scale " << scale;
+  }
+}
+
+TEST(CApi, BackwardNullShapeIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  std::vector<float> dq(p.QSize(), kSentinel), dk(p.KSize(), kSentinel),
+      dv(p.KSize(), kSentinel);
+  const auto& s = p.shape;
+  EXPECT_EQ(lpattn_exact_backward(nullptr, &p.options, p.Q(), p.K(), p.V(), p.Q(), p.Q(),
+                                  p.lse.data(), View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
+            LPATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lpattn_last_error()).find("shape"), std::string::npos);
+  EXPECT_TRUE(AllSentinel(dq));
+  EXPECT_TRUE(AllSentinel(dk));
+  EXPECT_TRUE(AllSentinel(dv));
+}
+
+TEST(CApi, BackwardHeadDimAboveMaximumIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 1, 1, 257));
+  std::vector<float> dq(p.QSize(), kSentinel), dk(p.KSize(), kSentinel),
+      dv(p.KSize(), kSentinel);
+  const auto& s = p.shape;
+  EXPECT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(), p.Q(), p.Q(),
+                                  p.lse.data(), View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
+            LPATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lpattn_last_error()).find("head_dim"), std::string::npos);
+  EXPECT_TRUE(AllSentinel(dq));
+  EXPECT_TRUE(AllSentinel(dk));
+  EXPECT_TRUE(AllSentinel(dv));
+}
+
+// The message belongs to the failing call's thread.
+TEST(CApi, LastErrorIsPerThread) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.shape.head_dim = 0;
+  ASSERT_EQ(p.Forward(), LPATTN_ERROR_INVALID_ARGUMENT);
+  std::string other = "not run";
+  std::thread([&] { other = lpattn_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(lpattn_last_error()), "");
+}
+
+}  // namespace
