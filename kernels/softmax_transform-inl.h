@@ -20,6 +20,7 @@
 
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "kernels/fast_exp-inl.h"
 #include "kernels/tile_sizes.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -27,11 +28,10 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Highway's Exp maps NaN to 0; attention weights must carry a NaN score through to the row's
-// output instead of hiding it.
+// exp for weights: a NaN score must reach the row's output instead of being hidden.
 template <class D, class V>
 HWY_INLINE V ExpKeepNaN(D d, V x) {
-  return hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(d, x));
+  return hn::IfThenElse(hn::IsNaN(x), x, ExpClamped(d, x));
 }
 
 struct SoftmaxTransform {
