@@ -29,6 +29,13 @@ namespace lpattn {
 HWY_EXPORT(DispatchedTargetName);
 
 namespace {
+// The CPU's own compiled-and-supported targets, read on first use, before SelectTarget's
+// restriction changes what Highway reports.
+int64_t CpuTargets() {
+  static const int64_t targets = hwy::SupportedTargets() & HWY_TARGETS;
+  return targets;
+}
+
 std::vector<std::string> TargetNames(int64_t targets) {
   std::vector<std::string> names;
   for (int64_t rest = targets; rest != 0; rest &= rest - 1) {
@@ -41,17 +48,15 @@ std::vector<std::string> TargetNames(int64_t targets) {
 DispatchInfo GetDispatchInfo() {
   DispatchInfo info;
   info.compiled = TargetNames(HWY_TARGETS);
-  info.supported = TargetNames(hwy::SupportedTargets() & HWY_TARGETS);
+  info.supported = TargetNames(CpuTargets());
   info.chosen = HWY_DYNAMIC_DISPATCH(DispatchedTargetName)();
   return info;
 }
 
 bool SelectTarget(const std::string& name) {
-  // The CPU's own targets, read before the first restriction replaces what Highway reports.
-  static const int64_t cpu_targets = hwy::SupportedTargets() & HWY_TARGETS;
   int64_t chosen = 0;
   if (!name.empty()) {
-    for (int64_t rest = cpu_targets; rest != 0; rest &= rest - 1) {
+    for (int64_t rest = CpuTargets(); rest != 0; rest &= rest - 1) {
       if (name == hwy::TargetName(rest & -rest)) chosen = rest & -rest;
     }
     if (chosen == 0) return false;

@@ -128,6 +128,10 @@ TEST(ExactKernels, DispatchInfoIsConsistent) {
             info.supported.end());
   EXPECT_FALSE(SelectTarget("NO_SUCH_TARGET"));
   EXPECT_EQ(GetDispatchInfo().chosen, info.chosen);
+  // Pinning a target changes the chosen one, not what the CPU is reported to support.
+  ScopedTarget pin(info.supported.back());
+  EXPECT_EQ(GetDispatchInfo().chosen, info.supported.back());
+  EXPECT_EQ(GetDispatchInfo().supported, info.supported);
 }
 
 }  // namespace
