@@ -7,7 +7,7 @@ ASAN_DIR := build-asan
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all setup configure build run test test-sanitize install clean
+.PHONY: all setup configure build run test test-sanitize install clean bench
 
 all: build
 
@@ -23,6 +23,17 @@ build: configure
 run: build
 	./$(BUILD_DIR)/lpattn info
 	./$(BUILD_DIR)/lpattn_bench --summary
+
+# The full benchmark suite (a few minutes) to build/bench.json, and a figure of it in
+# build/bench.png when Debian's python3-matplotlib is installed.
+bench: build
+	./$(BUILD_DIR)/lpattn_bench --benchmark_out=$(BUILD_DIR)/bench.json --benchmark_out_format=json
+	@if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then \
+	  /usr/bin/python3 scripts/plot_bench.py $(BUILD_DIR)/bench.json $(BUILD_DIR)/bench.png; \
+	else \
+	  echo "bench: figure skipped: /usr/bin/python3 cannot import matplotlib" \
+	       "(apt-get install python3-matplotlib); results are in $(BUILD_DIR)/bench.json"; \
+	fi
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)

@@ -1,11 +1,17 @@
-// main of lpattn_bench. Without --summary it is BENCHMARK_MAIN. With --summary it runs only the
-// key shapes, briefly, and prints one Markdown table of time, GFLOPS and peak_frac.
+// main of lpattn_bench. Without --summary it is BENCHMARK_MAIN with the reporters of
+// --benchmark_format and --benchmark_out_format, except that names are printed and written
+// without Google Benchmark's "/real_time" suffix (see PlainNames). With --summary it runs only
+// the key shapes, briefly, and prints one Markdown table of time, GFLOPS and peak_frac.
 // Either way it first applies LPATTN_TARGET (a Highway target name such as SSE4 or AVX2) with
 // lpattn::SelectTarget, measures the FMA peak (always on the CPU's best target), and records
 // both in the benchmark context.
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
+#include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,7 +31,7 @@ constexpr const char* kSummaryFilter =
     "^(exact_(fwd|bwd)/N:1024/D:64/H:8/causal:[01]/threads:[12]"
     "|exact_fwd/N:4096/D:64/H:8/causal:1/threads:2"
     "|naive_fwd/N:1024/D:64/H:8/causal:0/threads:2"
-    "|peak_fma/threads:[12])(/real_time)?$";
+    "|peak_fma/threads:[12])$";
 constexpr const char* kSummaryMinTime = "0.2";
 
 std::string Join(const std::vector<std::string>& items) {
@@ -70,6 +76,83 @@ void AddLpattnContext(const lpattn::DispatchInfo& info) {
   }
 }
 
+// Every benchmark here uses UseRealTime(), so Google Benchmark 1.7.1 ends every name with
+// "/real_time" (BenchmarkName::time_type). The names lpattn documents omit it:
+//   <kernel>_<pass>/N:<T>/D:<D>/H:<H>/causal:<0|1>/threads:<n>   and   peak_fma/threads:<n>
+constexpr std::string_view kRealTimeSuffix = "/real_time";
+
+using Run = benchmark::BenchmarkReporter::Run;
+
+std::vector<Run> PlainNames(std::vector<Run> runs) {
+  for (Run& run : runs) run.run_name.time_type.clear();
+  return runs;
+}
+
+// --benchmark_filter is matched against the full name, suffix included, so a filter anchored
+// with `$` at a documented name (`...threads:1$`) would match nothing. Each `$` not escaped by
+// a backslash therefore becomes `(/real_time)?$`; filters that spell the suffix still match.
+void LetFilterAnchorOnPlainNames() {
+  const std::string filter = benchmark::GetBenchmarkFilter();
+  std::string rewritten;
+  for (size_t i = 0; i < filter.size(); ++i) {
+    if (filter[i] == '$' && (i == 0 || filter[i - 1] != '\\')) rewritten += "(/real_time)?";
+    rewritten += filter[i];
+  }
+  benchmark::SetBenchmarkFilter(rewritten);
+}
+
+// The value of --<name>=<value> as Google Benchmark reads it: the last one given, else the
+// environment variable of the upper-cased name, else "".
+std::string FlagValue(const std::vector<std::string>& args, std::string_view name) {
+  const std::string prefix = "--" + std::string(name) + "=";
+  for (auto arg = args.rbegin(); arg != args.rend(); ++arg) {
+    if (arg->starts_with(prefix)) return arg->substr(prefix.size());
+  }
+  std::string variable(name);
+  for (char& c : variable) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const char* value = std::getenv(variable.c_str());
+  return value == nullptr ? "" : value;
+}
+
+// Forwards everything to `inner` with the names made plain. A decorator rather than a subclass
+// of each reporter, so that the display keeps CreateDefaultDisplayReporter's reading of
+// --benchmark_format, --benchmark_color and --benchmark_counters_tabular.
+class PlainNameReporter : public benchmark::BenchmarkReporter {
+ public:
+  explicit PlainNameReporter(std::unique_ptr<BenchmarkReporter> inner)
+      : inner_(std::move(inner)) {}
+
+  bool ReportContext(const Context& context) override {
+    // RunSpecifiedBenchmarks sets the streams on this reporter (the file's for --benchmark_out)
+    // after construction; the first call that can write is this one.
+    inner_->SetOutputStream(&GetOutputStream());
+    inner_->SetErrorStream(&GetErrorStream());
+    Context plain = context;  // the name column (at least 10 wide) needs no room for the suffix
+    if (plain.name_field_width >= 10 + kRealTimeSuffix.size()) {
+      plain.name_field_width -= kRealTimeSuffix.size();
+    }
+    return inner_->ReportContext(plain);
+  }
+  void ReportRuns(const std::vector<Run>& runs) override { inner_->ReportRuns(PlainNames(runs)); }
+  void Finalize() override { inner_->Finalize(); }
+
+ private:
+  std::unique_ptr<BenchmarkReporter> inner_;
+};
+
+// The reporter RunSpecifiedBenchmarks would make for --benchmark_out_format (json by default).
+std::unique_ptr<benchmark::BenchmarkReporter> MakeFileReporter(const std::string& format) {
+  if (format == "console") {
+    return std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_None);
+  }
+  if (format == "csv") {
+    BENCHMARK_DISABLE_DEPRECATED_WARNING
+    return std::make_unique<benchmark::CSVReporter>();
+    BENCHMARK_RESTORE_DEPRECATED_WARNING
+  }
+  return std::make_unique<benchmark::JSONReporter>();
+}
+
 // Collects the runs and prints them as a Markdown table at the end; progress goes to stderr.
 class SummaryReporter : public benchmark::BenchmarkReporter {
  public:
@@ -78,7 +161,7 @@ class SummaryReporter : public benchmark::BenchmarkReporter {
   bool ReportContext(const Context&) override { return true; }
 
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
+    for (const Run& run : PlainNames(runs)) {
       if (run.run_type != Run::RT_Iteration) continue;
       std::fprintf(stderr, "  ran %s\n", run.benchmark_name().c_str());
       rows_.push_back(run);
@@ -90,9 +173,7 @@ class SummaryReporter : public benchmark::BenchmarkReporter {
     std::printf("| benchmark | time (ms) | GFLOPS | peak_frac |\n");
     std::printf("|---|---:|---:|---:|\n");
     for (const Run& run : rows_) {
-      std::string name = run.benchmark_name();
-      constexpr std::string_view kSuffix = "/real_time";
-      if (name.ends_with(kSuffix)) name.resize(name.size() - kSuffix.size());
+      const std::string name = run.benchmark_name();
       if (run.error_occurred) {
         std::printf("| %s | error: %s | | |\n", name.c_str(), run.error_message.c_str());
         continue;
@@ -171,11 +252,29 @@ int main(int argc, char** argv) {
   int arg_count = static_cast<int>(args.size());
   benchmark::Initialize(&arg_count, arg_pointers.data(), PrintHelp);
   if (benchmark::ReportUnrecognizedArguments(arg_count, arg_pointers.data())) return 1;
+  LetFilterAnchorOnPlainNames();
   if (summary && !listing) {
     SummaryReporter reporter(TargetAndPeakLine(info));
     benchmark::RunSpecifiedBenchmarks(&reporter);
   } else {
-    benchmark::RunSpecifiedBenchmarks();
+    // CreateDefaultDisplayReporter hands over ownership, as RunSpecifiedBenchmarks() assumes.
+    PlainNameReporter display(std::unique_ptr<benchmark::BenchmarkReporter>(
+        benchmark::CreateDefaultDisplayReporter()));
+    std::ostringstream listed;  // --benchmark_list_tests writes to the display's stream
+    if (listing) display.SetOutputStream(&listed);
+    const std::string out = FlagValue(args, "benchmark_out");
+    if (out.empty()) {
+      benchmark::RunSpecifiedBenchmarks(&display);
+    } else {  // RunSpecifiedBenchmarks opens the file and points this reporter's streams at it
+      const std::string format = FlagValue(args, "benchmark_out_format");
+      PlainNameReporter file(MakeFileReporter(format.empty() ? "json" : format));
+      benchmark::RunSpecifiedBenchmarks(&display, &file);
+    }
+    std::istringstream lines(listed.str());
+    for (std::string line; std::getline(lines, line);) {
+      if (line.ends_with(kRealTimeSuffix)) line.resize(line.size() - kRealTimeSuffix.size());
+      std::cout << line << '\n';
+    }
   }
   benchmark::Shutdown();
   return 0;

@@ -8,6 +8,16 @@
 // The backward split means no two tasks write the same dQ, dK or dV rows: no atomics, and the
 // result does not depend on the thread count.
 //
+// A row transform policy provides (see SoftmaxTransform):
+//   ForwardState, BeginForward(state, has_sink, sink_logit)   per-row state of one query tile
+//   WeighTile(st, nk, visible, all_visible, state, alpha)      scores -> weights in place on a
+//       key-major tile, with a per-row factor that rescales the output accumulated so far
+//   FinishForward(state, nq, out_factor, saved)                 final output factor, saved stats
+//   Weight(d, s, saved), ScoreGrad(w, dp, delta)                the backward's elementwise maps
+// A transform whose weights need the final row statistics (K-interval: row max, min, argmax)
+// adds a statistics pass over the key tiles before the weighting pass, and its backward's
+// per-row terms travel with Delta from the query-side pass to the key-side pass.
+//
 // Per-target include guard: this header is re-included once per Highway target.
 #if defined(LPATTN_KERNELS_TILED_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef LPATTN_KERNELS_TILED_ATTENTION_INL_H_
@@ -170,7 +180,7 @@ template <class Transform>
 void TiledForward(const AttentionProblem& p, const ForwardArgs& args) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
-  ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) {
+  ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const size_t b = task / (p.heads * q_tiles), h = task / q_tiles % p.heads;
     const size_t i0 = task % q_tiles * kTileQ, nq = std::min(kTileQ, p.q_len - i0);
     const HeadRows q = RowsOf(args.q, b, h);
@@ -213,7 +223,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, f
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) {
+  ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const size_t b = task / (p.heads * q_tiles), h = task / q_tiles % p.heads;
     const size_t i0 = task % q_tiles * kTileQ, nq = std::min(kTileQ, p.q_len - i0);
     const HeadRows q = RowsOf(args.q, b, h), o = RowsOf(args.o, b, h), d_o = RowsOf(args.d_o, b, h);
@@ -283,7 +293,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
   const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) {
+  ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const size_t b = task / (p.kv_heads * k_tiles), kv_head = task / k_tiles % p.kv_heads;
     const size_t j0 = task % k_tiles * kTileK, nk = std::min(kTileK, p.kv_len - j0);
     const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds and runs examples/c_api against an installed lpattn, both ways a user would:
-# find_package(lpattn) in CMake, and pkg-config with a plain C compiler.
+# Builds and runs the examples against an installed lpattn, both ways a user would:
+# find_package(lpattn) in CMake (examples/c_api and examples/cpp_api), and pkg-config with a
+# plain C compiler (examples/c_api).
 #   scripts/check_example.sh BUILD_DIR     (a built lpattn build tree)
 set -euo pipefail
 
@@ -34,6 +35,15 @@ cmake -S "$example_dir" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
 cmake --build "$work/cmake-build" >"$work/build.log" || { cat "$work/build.log" >&2; exit 1; }
 "$work/cmake-build/lpattn_c_api_example"
 
+echo "== find_package(lpattn) from C++: configure, build, run"
+cmake -S "$source_dir/examples/cpp_api" -B "$work/cpp-build" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_BUILD_TYPE=Release >"$work/configure-cpp.log" || {
+  cat "$work/configure-cpp.log" >&2
+  exit 1
+}
+cmake --build "$work/cpp-build" >"$work/build-cpp.log" || { cat "$work/build-cpp.log" >&2; exit 1; }
+"$work/cpp-build/lpattn_cpp_api_example"
+
 echo "== pkg-config lpattn: compile with cc, run"
 pc_flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs lpattn)
 echo "pkg-config --cflags --libs lpattn: $pc_flags"
@@ -42,4 +52,4 @@ echo "pkg-config --cflags --libs lpattn: $pc_flags"
   $pc_flags -lm
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/example_pc"
 
-echo "== example_c_installed: ok"
+echo "== examples_installed: ok"
