@@ -154,16 +154,19 @@ HWY_INLINE void ParallelTiles(size_t count, const Task& task) {
 // query sees every key of the tile.
 HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, size_t j0,
                             size_t nk, TileWorkspace& ws) {
-  bool all_visible = true;
+  std::fill(ws.range_begin, ws.range_begin + kTileQ, 0u);
+  // Visible ends grow with the row, so the first row decides whether the tile is interior
+  // (the common case, filled without per-row work).
+  const bool all_visible = p.VisibleEnd(i0) >= j0 + nk;
   for (size_t i = 0; i < kTileQ; ++i) {
-    size_t limit = 0;
-    if (i < nq) {
+    size_t limit = nk;
+    if (i >= nq) {
+      limit = 0;
+    } else if (!all_visible) {
       const size_t end = p.VisibleEnd(i0 + i);
       limit = end <= j0 ? 0 : std::min(end - j0, nk);
-      all_visible &= limit == nk;
     }
     ws.visible[i] = float(limit);
-    ws.range_begin[i] = 0;
     ws.range_end[i] = uint32_t(limit);
   }
   return all_visible;
