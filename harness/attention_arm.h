@@ -1,0 +1,57 @@
+// The seam through which attention kernels enter the model (spec/harness.md §1): an arm is a
+// named choice of kernel plus the per-layer parameters it needs. The model calls an arm's
+// Forward and Backward and never looks inside, so adding an arm means adding a class here and
+// a line in MakeArm, not editing the model or the training loop.
+#ifndef LPATTN_HARNESS_ATTENTION_ARM_H_
+#define LPATTN_HARNESS_ATTENTION_ARM_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/config.h"
+
+namespace lpattn::harness {
+
+// A parameter tensor an arm adds to each layer.
+struct ArmParam {
+  std::string name;
+  size_t size = 0;
+  bool decay = false;    // weight decay applies (matrices only)
+  float init_std = 0.0f; // N(0, init_std); 0 means constant init_value
+  float init_value = 0.0f;
+};
+
+// Shapes of one attention call: B sequences of T tokens, C = n_head * head_dim channels.
+struct ArmShape {
+  size_t B, T, C, n_head;
+  size_t head_dim() const { return C / n_head; }
+};
+
+class AttentionArm {
+ public:
+  virtual ~AttentionArm() = default;
+  virtual std::string Name() const = 0;
+  virtual std::vector<ArmParam> LayerParams(const ModelConfig& model) const = 0;
+  // Floats of per-layer activations the arm saves between Forward and Backward.
+  virtual size_t ActivationFloats(const ArmShape& s) const = 0;
+  // qkv [B, T, 3C] (q, k, v per token), x [B, T, C] the block's normalised input;
+  // writes out [B, T, C] (heads concatenated) and its saved activations `act`.
+  virtual void Forward(const ArmShape& s, const float* params, const float* qkv, const float* x,
+                       float* act, float* out) const = 0;
+  // Overwrites dqkv [B, T, 3C]; accumulates into dparams and dx [B, T, C].
+  virtual void Backward(const ArmShape& s, const float* params, float* dparams, const float* qkv,
+                        const float* x, const float* act, const float* out, const float* dout,
+                        float* dqkv, float* dx) const = 0;
+};
+
+// Parses an arm spec ("exact", "sink", "offbyone", "outgate"; later "kint:K=4,...") into an
+// arm. Throws std::invalid_argument listing the known arms for anything else.
+std::unique_ptr<AttentionArm> MakeArm(const std::string& spec);
+bool IsKnownArm(const std::string& spec);
+std::vector<std::string> KnownArms();
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_ATTENTION_ARM_H_

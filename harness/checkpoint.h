@@ -1,0 +1,36 @@
+// Checkpoints: everything needed to resume a run bit for bit (spec/harness.md §3). The file
+// is written to a temporary name and renamed, carries a format version, and ends with a
+// checksum of all preceding bytes, so a truncated or corrupted file is rejected, not loaded.
+#ifndef LPATTN_HARNESS_CHECKPOINT_H_
+#define LPATTN_HARNESS_CHECKPOINT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/config.h"
+
+namespace lpattn::harness {
+
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+struct CheckpointState {
+  TrainConfig config;
+  int64_t step = 0;  // optimiser steps completed
+  std::vector<float> params, adam_m, adam_v;
+};
+
+// Atomic: writes path + ".tmp", flushes, renames over path.
+void WriteCheckpoint(const std::string& path, const CheckpointState& state);
+
+// Throws std::runtime_error naming the file and the problem: missing, bad magic, unsupported
+// version, truncated, checksum mismatch, or array sizes inconsistent with each other.
+CheckpointState ReadCheckpoint(const std::string& path);
+
+// Writes `contents` to path atomically (temporary name + rename). Used for every file a run
+// writes (config.json, summary.json, metrics.csv snapshots).
+void WriteFileAtomically(const std::string& path, const std::string& contents);
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_CHECKPOINT_H_
