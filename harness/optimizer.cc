@@ -1,0 +1,44 @@
+// AdamW, the learning-rate schedule and gradient clipping (spec/harness.md §1).
+#include "harness/optimizer.h"
+
+#include <cmath>
+
+namespace lpattn::harness {
+
+float LearningRate(const TrainConfig& c, int64_t step) {
+  if (step < c.warmup_steps) return c.lr * float(step + 1) / float(c.warmup_steps);
+  const double decay_steps = std::max<int64_t>(1, c.steps - c.warmup_steps);
+  const double progress = std::min(1.0, double(step - c.warmup_steps) / decay_steps);
+  const double floor = double(c.min_lr_fraction) * c.lr;
+  return float(floor + 0.5 * (c.lr - floor) * (1.0 + std::cos(M_PI * progress)));
+}
+
+double GradientNorm(const std::vector<float>& grads) {
+  double sum = 0.0;
+  for (float g : grads) sum += double(g) * g;
+  return std::sqrt(sum);
+}
+
+double AdamWStep(const TrainConfig& c, int64_t step, const std::vector<ParamTensor>& tensors,
+                 const std::vector<float>& grads, std::vector<float>& params, AdamState& state) {
+  if (state.m.size() != params.size()) state.m.assign(params.size(), 0.0f);
+  if (state.v.size() != params.size()) state.v.assign(params.size(), 0.0f);
+  const double norm = GradientNorm(grads);
+  const float clip = norm > c.grad_clip ? float(c.grad_clip / norm) : 1.0f;
+  const float lr = LearningRate(c, step);
+  const float bias1 = 1.0f - std::pow(c.beta1, float(step + 1));
+  const float bias2 = 1.0f - std::pow(c.beta2, float(step + 1));
+  for (const ParamTensor& t : tensors) {
+    const float decay = t.decay ? c.weight_decay : 0.0f;
+    for (size_t i = t.offset; i < t.offset + t.size; ++i) {
+      const float g = grads[i] * clip;
+      state.m[i] = c.beta1 * state.m[i] + (1.0f - c.beta1) * g;
+      state.v[i] = c.beta2 * state.v[i] + (1.0f - c.beta2) * g * g;
+      const float m_hat = state.m[i] / bias1, v_hat = state.v[i] / bias2;
+      params[i] -= lr * (m_hat / (std::sqrt(v_hat) + c.eps) + decay * params[i]);
+    }
+  }
+  return norm;
+}
+
+}  // namespace lpattn::harness
