@@ -4,6 +4,8 @@
 // is written by one block, so results are bit-identical for any number of threads.
 #include "harness/layers.h"
 
+#include "harness/gelu.h"
+
 #include <cblas.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
@@ -80,8 +82,6 @@ void Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, size_t m, size_t n,
 }
 
 constexpr float kLayerNormEps = 1e-5f;
-const float kGeluScale = std::sqrt(2.0f / std::numbers::pi_v<float>);
-constexpr float kGeluCubic = 0.044715f;
 
 }  // namespace
 
@@ -211,11 +211,7 @@ void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
 // (about 4x slower) and no cancellation in 1 + tanh u for negative x.
 void GeluForward(float* out, const float* inp, size_t n) {
   ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
-    for (size_t i = i0; i < i1; ++i) {
-      const float x = inp[i];
-      const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-      out[i] = x / (1.0f + std::exp(-2.0f * u));
-    }
+    GeluForwardSimd(out + i0, inp + i0, i1 - i0);
   });
 }
 
@@ -223,13 +219,7 @@ void GeluForward(float* out, const float* inp, size_t n) {
 // x^2) (the same as 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx).
 void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
   ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
-    for (size_t i = i0; i < i1; ++i) {
-      const float x = inp[i];
-      const float u = kGeluScale * (x + kGeluCubic * x * x * x);
-      const float s = 1.0f / (1.0f + std::exp(-2.0f * u));
-      const float du_dx = kGeluScale * (1.0f + 3.0f * kGeluCubic * x * x);
-      dinp[i] += dout[i] * (s + 2.0f * x * s * (1.0f - s) * du_dx);
-    }
+    GeluBackwardSimd(dinp + i0, inp + i0, dout + i0, i1 - i0);
   });
 }
 

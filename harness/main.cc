@@ -415,7 +415,8 @@ int RunSweep(const SweepOptions& options) {
     for (const std::string& arm : harness::SplitArmList(list)) arms.push_back(arm);
   }
   for (const std::string& arm : arms) CheckArm(arm);
-  const TrainConfig base = BuildConfig(options.config, harness::PresetConfig(options.config.preset));
+  const TrainConfig base =
+      BuildConfig(options.config, harness::PresetConfig(options.config.preset));
   {
     ProgressLine line;
     harness::RunSweep(base, arms, options.seeds, options.out, line.Fn(),

@@ -44,7 +44,9 @@ void Gpt::Layout(size_t max_batch) {
   blocks_.assign(size_t(model_.n_layer), Block{});
   for (int l = 0; l < model_.n_layer; ++l) {
     Block& b = blocks_[size_t(l)];
-    const std::string p = "h" + std::to_string(l) + ".";
+    std::string p = "h";
+    p += std::to_string(l);
+    p += '.';
     b.ln1w = param(p + "ln1.w", C, false);
     b.ln1b = param(p + "ln1.b", C, false);
     b.qkvw = param(p + "qkv.w", 3 * C * C, true);

@@ -179,7 +179,8 @@ std::string ReportMarkdown(const std::vector<ArmReport>& reports, const json& sw
   std::ostringstream md;
   md << "# Sweep report\n\n"
      << "Preset `" << config.value("preset", std::string("?")) << "`, "
-     << config.value("steps", 0) << " steps, seeds " << JoinSeeds(sweep.at("seeds").get<std::vector<uint64_t>>()) << ". "
+     << config.value("steps", 0) << " steps, seeds "
+     << JoinSeeds(sweep.at("seeds").get<std::vector<uint64_t>>()) << ". "
      << "Final validation loss in nats; gaps to `exact` are paired by seed "
      << "(std: sample standard deviation over seeds).\n\n"
      << FormatReportTable(reports);

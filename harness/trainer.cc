@@ -28,7 +28,7 @@ struct MetricsRow {
 std::string MetricsCsv(const std::vector<MetricsRow>& rows) {
   std::ostringstream out;
   out << "step,tokens,train_loss,val_loss,lr,tokens_per_s\n";
-  out.precision(9);
+  out.precision(17);  // round-trips doubles: a resumed run reads its earlier rows back
   for (const MetricsRow& r : rows) {
     out << r.step << ',' << r.tokens << ',' << r.train_loss << ',' << r.val_loss << ',' << r.lr
         << ',' << r.tokens_per_s << '\n';

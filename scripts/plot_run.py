@@ -65,7 +65,8 @@ def plot_run(run_dir):
     except (OSError, ValueError, KeyError):
         pass
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(metrics["step"], metrics["train_loss"], marker=".", label="train (mean since last eval)")
+    ax.plot(metrics["step"], metrics["train_loss"], marker=".",
+            label="train (mean since last eval)")
     ax.plot(metrics["step"], metrics["val_loss"], marker=".", label="validation")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (nats per byte)")

@@ -34,7 +34,8 @@ struct SyntheticRun {
 };
 
 void WriteSyntheticSweep(const ScratchDir& dir, const std::vector<std::string>& arms,
-                         const std::vector<uint64_t>& seeds, const std::vector<SyntheticRun>& runs) {
+                         const std::vector<uint64_t>& seeds,
+                         const std::vector<SyntheticRun>& runs) {
   json config = PresetConfig("tiny");
   config.erase("arm");
   config.erase("seed");
@@ -199,7 +200,8 @@ TEST(SweepReport, ArmWithoutRunsHasNoMeans) {
 TEST(SweepReport, WithoutExactThereAreNoGaps) {
   ScratchDir dir("sweep-no-exact");
   WriteSyntheticSweep(dir, {"sink", "outgate"}, {1, 2},
-                      {{"sink", 1, 2.0}, {"sink", 2, 2.2}, {"outgate", 1, 2.1}, {"outgate", 2, 2.3}});
+                      {{"sink", 1, 2.0}, {"sink", 2, 2.2},
+                       {"outgate", 1, 2.1}, {"outgate", 2, 2.3}});
   const std::vector<ArmReport> reports = ReportSweep(dir.path.string());
   for (const ArmReport& r : reports) {
     EXPECT_FALSE(r.has_reference);
@@ -282,10 +284,9 @@ TEST(SweepRun, SkipsFinishedRunsAndResumesStoppedOnes) {
   EXPECT_EQ(seen[0].action, SweepRunInfo::Action::kSkip);
   EXPECT_EQ(seen[1].action, SweepRunInfo::Action::kResume);
   const std::vector<ArmReport> second = ReportSweep(out);
-  // Near, not equal: a run resumed at its last step takes its final loss back from
-  // metrics.csv, whose decimal form may round the last bits (the trainer's tests own
-  // bit-exact resume).
-  EXPECT_NEAR(first[1].runs[0].final_val_loss, second[1].runs[0].final_val_loss, 1e-6);
+  // A run resumed at its last step takes its final loss back from metrics.csv, written with
+  // 17 significant digits: the same double.
+  EXPECT_EQ(first[1].runs[0].final_val_loss, second[1].runs[0].final_val_loss);
   ASSERT_TRUE(second[1].gap_mean.has_value());
 
   // One stopped before its first checkpoint has nothing to resume: it starts again.
