@@ -21,7 +21,7 @@ namespace lpattn::harness {
 namespace {
 
 constexpr size_t kRowBlock = 64;           // rows of N per sgemm call (forward and dinp)
-constexpr size_t kChannelBlock = 64;       // output channels per sgemm call (dweight and dbias)
+constexpr size_t kChannelBlock = 128;       // output channels per sgemm call (dweight and dbias)
 constexpr size_t kElementBlock = 1 << 14;  // elements per task in the GELU loops
 
 // Runs body(begin, end) on [0, n) cut into blocks of `block`, one task per block

@@ -1,9 +1,45 @@
 // AdamW, the learning-rate schedule and gradient clipping (spec/harness.md §1).
 #include "harness/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "tbb/blocked_range.h"
+#include "tbb/parallel_for.h"
+#include "tbb/partitioner.h"
+
 namespace lpattn::harness {
+namespace {
+
+// A fixed-size piece of one tensor: the unit of parallel work, independent of the thread
+// count, so sums and updates come out the same whatever the number of threads.
+struct Chunk {
+  size_t begin, end;
+  bool decay;
+};
+constexpr size_t kChunk = 1 << 14;
+
+std::vector<Chunk> Chunks(const std::vector<ParamTensor>& tensors) {
+  std::vector<Chunk> chunks;
+  for (const ParamTensor& t : tensors) {
+    for (size_t i = t.offset; i < t.offset + t.size; i += kChunk) {
+      chunks.push_back({i, std::min(i + kChunk, t.offset + t.size), t.decay});
+    }
+  }
+  return chunks;
+}
+
+template <class Body>
+void ForChunks(size_t count, const Body& body) {
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, count, 1),
+      [&](const tbb::blocked_range<size_t>& r) {
+        for (size_t c = r.begin(); c != r.end(); ++c) body(c);
+      },
+      tbb::simple_partitioner());
+}
+
+}  // namespace
 
 float LearningRate(const TrainConfig& c, int64_t step) {
   if (step < c.warmup_steps) return c.lr * float(step + 1) / float(c.warmup_steps);
@@ -14,8 +50,17 @@ float LearningRate(const TrainConfig& c, int64_t step) {
 }
 
 double GradientNorm(const std::vector<float>& grads) {
-  double sum = 0.0;
-  for (float g : grads) sum += double(g) * g;
+  const size_t chunks = (grads.size() + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks, 0.0);
+  ForChunks(chunks, [&](size_t c) {
+    double sum = 0.0;
+    for (size_t i = c * kChunk; i < std::min(grads.size(), (c + 1) * kChunk); ++i) {
+      sum += double(grads[i]) * grads[i];
+    }
+    partial[c] = sum;
+  });
+  double sum = 0.0;  // in chunk order: the same for every thread count
+  for (double p : partial) sum += p;
   return std::sqrt(sum);
 }
 
@@ -28,16 +73,18 @@ double AdamWStep(const TrainConfig& c, int64_t step, const std::vector<ParamTens
   const float lr = LearningRate(c, step);
   const float bias1 = 1.0f - std::pow(c.beta1, float(step + 1));
   const float bias2 = 1.0f - std::pow(c.beta2, float(step + 1));
-  for (const ParamTensor& t : tensors) {
-    const float decay = t.decay ? c.weight_decay : 0.0f;
-    for (size_t i = t.offset; i < t.offset + t.size; ++i) {
+  const std::vector<Chunk> chunks = Chunks(tensors);
+  ForChunks(chunks.size(), [&](size_t k) {
+    const Chunk& chunk = chunks[k];
+    const float decay = chunk.decay ? c.weight_decay : 0.0f;
+    for (size_t i = chunk.begin; i < chunk.end; ++i) {
       const float g = grads[i] * clip;
       state.m[i] = c.beta1 * state.m[i] + (1.0f - c.beta1) * g;
       state.v[i] = c.beta2 * state.v[i] + (1.0f - c.beta2) * g * g;
       const float m_hat = state.m[i] / bias1, v_hat = state.v[i] / bias2;
       params[i] -= lr * (m_hat / (std::sqrt(v_hat) + c.eps) + decay * params[i]);
     }
-  }
+  });
   return norm;
 }
 

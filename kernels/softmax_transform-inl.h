@@ -49,15 +49,16 @@ struct SoftmaxTransform {
     }
   }
 
-  // §1 forward, one key tile: scores st (nk keys x kTileQ queries, already scaled) become
-  // exp(s - m_new) in place; alpha[i] = exp(m_old - m_new) rescales row i's accumulator.
+  // §1 forward, one key tile: scores st (nk keys x `columns` queries of a kTileQ-wide tile,
+  // already scaled) become exp(s - m_new) in place; alpha[i] = exp(m_old - m_new) rescales row i's accumulator.
   // Query i sees keys j < visible[i]; `all_visible` skips the mask on interior tiles.
-  static void WeighTile(float* HWY_RESTRICT st, size_t nk, const float* HWY_RESTRICT visible,
-                        bool all_visible, ForwardState& state, float* HWY_RESTRICT alpha) {
+  static void WeighTile(float* HWY_RESTRICT st, size_t nk, size_t columns,
+                        const float* HWY_RESTRICT visible, bool all_visible, ForwardState& state,
+                        float* HWY_RESTRICT alpha) {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
     const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-    for (size_t i = 0; i < kTileQ; i += N) {
+    for (size_t i = 0; i < columns; i += N) {
       const auto limit = hn::LoadU(d, visible + i);
       auto row_max = neg_inf;
       for (size_t j = 0; j < nk; ++j) {

@@ -10,8 +10,9 @@
 //
 // A row transform policy provides (see SoftmaxTransform):
 //   ForwardState, BeginForward(state, has_sink, sink_logit)   per-row state of one query tile
-//   WeighTile(st, nk, visible, all_visible, state, alpha)      scores -> weights in place on a
-//       key-major tile, with a per-row factor that rescales the output accumulated so far
+//   WeighTile(st, nk, columns, visible, all_visible, state, alpha)  scores -> weights in place
+//       on a key-major tile (the first `columns` queries), with a per-row factor that rescales
+//       the output accumulated so far
 //   FinishForward(state, nq, out_factor, saved)                 final output factor, saved stats
 //   Weight(d, s, saved), ScoreGrad(w, dp, delta)                the backward's elementwise maps
 // A transform whose weights need the final row statistics (K-interval: row max, min, argmax)
@@ -172,6 +173,13 @@ HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, siz
   return all_visible;
 }
 
+// Score-tile columns worth computing for nq queries: whole register blocks, not the full
+// tile, so short sequences (and the last tile of long ones) skip the padding.
+HWY_INLINE size_t QueryColumns(size_t nq) {
+  const hn::ScalableTag<float> d;
+  return std::min(kTileQ, hwy::RoundUpTo(nq, kMicroVecs * hn::Lanes(d)));
+}
+
 // Keys that the query tile [i0, i0 + nq) can see at all: [0, KeyEnd).
 HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
   return p.VisibleEnd(i0 + nq - 1);
@@ -197,13 +205,13 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args) {
     typename Transform::ForwardState state;
     Transform::BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f);
 
-    const size_t key_end = KeyEnd(p, i0, nq);
+    const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
     for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
       const size_t nk = std::min(kTileK, p.kv_len - j0);
       MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
-                    kTileQ, dim);
+                    columns, dim);
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-      Transform::WeighTile(scores, nk, ws.visible, all_visible, state, ws.factor);
+      Transform::WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
       ScaleRows(out, nq, padded_dim, ws.factor);
       const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
       MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
@@ -261,15 +269,15 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, f
     }
     sink_partials[task] = sink_share;
 
-    const size_t key_end = KeyEnd(p, i0, nq);
+    const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
     for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
       const size_t nk = std::min(kTileK, p.kv_len - j0);
       MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
-                    kTileQ, dim);
+                    columns, dim);
       MatMul<false>({v.row(j0), v.token_stride, 1}, {do_panel, kTileQ}, {grads, kTileQ}, nk,
-                    kTileQ, dim);
+                    columns, dim);
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-      for (size_t i = 0; i < kTileQ; i += N) {
+      for (size_t i = 0; i < columns; i += N) {
         const auto lse_v = hn::Load(d, ws.row_a + i), delta_v = hn::Load(d, ws.row_b + i);
         const auto limit = hn::Load(d, ws.visible + i);
         for (size_t j = 0; j < nk; ++j) {
