@@ -7,7 +7,7 @@ ASAN_DIR := build-asan
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all setup configure build run test test-sanitize install clean bench
+.PHONY: all setup configure build run test test-sanitize install clean bench bench-summary
 
 all: build
 
@@ -20,8 +20,19 @@ configure: setup
 build: configure
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
+# The main job: a matched comparison of the available attention arms (2 seeds each) on the
+# default corpus, printing the gap table and writing figures under runs/main. Finished runs
+# are kept: a second `make run` only reprints the table; `rm -rf runs/main` starts over.
+MAIN_ARMS ?= exact,sink,offbyone,outgate
+MAIN_SEEDS ?= 1,2
+MAIN_STEPS ?= 400
 run: build
 	./$(BUILD_DIR)/lpattn info
+	./$(BUILD_DIR)/lpattn sweep --preset small --arms $(MAIN_ARMS) --seeds $(MAIN_SEEDS) \
+	    --steps $(MAIN_STEPS) --out runs/main
+
+# A short benchmark table of the kernels (GFLOPS and share of the FMA peak, median of 3).
+bench-summary: build
 	./$(BUILD_DIR)/lpattn_bench --summary
 
 # The full benchmark suite (a few minutes) to build/bench.json, and a figure of it in
