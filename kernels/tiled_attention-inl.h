@@ -138,6 +138,15 @@ HWY_INLINE void StoreRows(const float* HWY_RESTRICT acc, size_t n, size_t dim, s
   }
 }
 
+// Task `task` of a grid of (batch, head, tile of `tile` rows out of `len`), head-major.
+struct TileTask {
+  size_t batch, head, first, count;
+};
+HWY_INLINE TileTask SplitTask(size_t task, size_t heads, size_t len, size_t tile) {
+  const size_t tiles = hwy::DivCeil(len, tile), first = task % tiles * tile;
+  return {task / (heads * tiles), task / tiles % heads, first, std::min(tile, len - first)};
+}
+
 // Runs task(index, workspace) for index in [0, count), each task with its thread's workspace.
 template <class Task>
 HWY_INLINE void ParallelTiles(size_t count, const Task& task) {
@@ -192,8 +201,7 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
-    const size_t b = task / (p.heads * q_tiles), h = task / q_tiles % p.heads;
-    const size_t i0 = task % q_tiles * kTileQ, nq = std::min(kTileQ, p.q_len - i0);
+    const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
     const HeadRows q = RowsOf(args.q, b, h);
     const HeadRows k = RowsOf(args.k, b, h / p.group());
     const HeadRows v = RowsOf(args.v, b, h / p.group());
@@ -235,8 +243,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, f
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
-    const size_t b = task / (p.heads * q_tiles), h = task / q_tiles % p.heads;
-    const size_t i0 = task % q_tiles * kTileQ, nq = std::min(kTileQ, p.q_len - i0);
+    const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
     const HeadRows q = RowsOf(args.q, b, h), o = RowsOf(args.o, b, h), d_o = RowsOf(args.d_o, b, h);
     const HeadRows k = RowsOf(args.k, b, h / p.group());
     const HeadRows v = RowsOf(args.v, b, h / p.group());
@@ -305,8 +312,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
-    const size_t b = task / (p.kv_heads * k_tiles), kv_head = task / k_tiles % p.kv_heads;
-    const size_t j0 = task % k_tiles * kTileK, nk = std::min(kTileK, p.kv_len - j0);
+    const auto [b, kv_head, j0, nk] = SplitTask(task, p.kv_heads, p.kv_len, kTileK);
     const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
     float* k_panel = ws.panel_a.get();
     float* v_panel = ws.panel_b.get();
