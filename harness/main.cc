@@ -1,10 +1,6 @@
 // The `lpattn` command. Each subcommand is a pair of functions: Add<Name> declares it and its
 // options on the app, Run<Name> does the work and returns the exit status. Errors thrown by the
 // work end the command with one line `lpattn: <message>` and status 1.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -25,12 +21,11 @@
 #include "harness/attention_arm.h"
 #include "harness/checkpoint.h"
 #include "harness/config.h"
+#include "harness/figures.h"
 #include "harness/sweep.h"
 #include "harness/trainer.h"
 #include "kernels/attention.h"
 #include "kernels/lpattn.h"
-
-extern char** environ;
 
 namespace lpattn::cli {
 namespace {
@@ -59,69 +54,6 @@ std::string Join(const std::vector<std::string>& items) {
     joined += item;
   }
   return joined;
-}
-
-// ---- figures: scripts/plot_run.py under Debian's python3, when matplotlib is there ----------
-
-// Runs argv without a shell; returns the exit status, or -1 when it could not run or died.
-int Spawn(const std::vector<std::string>& args, bool quiet) {
-  std::vector<char*> argv;
-  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  if (quiet) {
-    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-  }
-  std::fflush(nullptr);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) return -1;
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-// $LPATTN_SCRIPTS_DIR, else <executable dir>/../share/lpattn/scripts (installed), else the
-// source tree's scripts/ (a build tree). `looked` lists the places tried.
-std::optional<fs::path> FindPlotScript(std::string& looked) {
-  std::vector<fs::path> dirs;
-  if (const char* env = std::getenv("LPATTN_SCRIPTS_DIR"); env != nullptr && *env != '\0') {
-    dirs.emplace_back(env);
-  }
-  std::error_code error;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", error);
-  if (!error) dirs.push_back(exe.parent_path() / ".." / "share" / "lpattn" / "scripts");
-#ifdef LPATTN_SOURCE_DIR
-  dirs.push_back(fs::path(LPATTN_SOURCE_DIR) / "scripts");
-#endif
-  for (const fs::path& dir : dirs) {
-    const fs::path script = dir / "plot_run.py";
-    if (fs::is_regular_file(script, error)) return script.lexically_normal();
-    looked += (looked.empty() ? "" : ", ") + dir.lexically_normal().string();
-  }
-  return std::nullopt;
-}
-
-// Draws the figures of a run or sweep directory. Never fails the command: says what happened.
-void DrawFigures(const std::string& dir) {
-  const std::string python = "/usr/bin/python3";
-  std::string looked;
-  const std::optional<fs::path> script = FindPlotScript(looked);
-  if (!script) {
-    std::printf("figures skipped: plot_run.py not found (looked in %s; set LPATTN_SCRIPTS_DIR)\n",
-                looked.c_str());
-  } else if (!fs::exists(python)) {
-    std::printf("figures skipped: %s not found\n", python.c_str());
-  } else if (Spawn({python, "-c", "import matplotlib"}, true) != 0) {
-    std::printf("figures skipped: %s cannot import matplotlib (apt-get install "
-                "python3-matplotlib)\n", python.c_str());
-  } else if (const int status = Spawn({python, script->string(), dir}, false); status != 0) {
-    std::printf("figures failed: %s ended with status %d (the results are unaffected)\n",
-                script->string().c_str(), status);
-  }
 }
 
 // ---- progress --------------------------------------------------------------------------------
@@ -339,7 +271,7 @@ int RunTrain(const TrainOptions& options) {
   std::printf("tokens/s        %s\n", harness::FormatRate(summary.tokens_per_s).c_str());
   std::printf("time            %s (%d steps)\n", harness::FormatDuration(summary.seconds).c_str(),
               summary.steps);
-  DrawFigures(options.out);
+  harness::DrawFigures(options.out);
   return 0;
 }
 
@@ -384,7 +316,7 @@ void PrintReport(const std::string& dir) {
   std::printf("\n%s\n", harness::FormatReportTable(reports).c_str());
   std::printf("wrote %s, %s\n", (fs::path(dir) / "report.md").c_str(),
               (fs::path(dir) / "report.json").c_str());
-  DrawFigures(dir);
+  harness::DrawFigures(dir);
 }
 
 struct SweepOptions {

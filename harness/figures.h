@@ -1,0 +1,18 @@
+// Figures of a run or sweep directory, drawn by scripts/plot_run.py (spec/harness.md §3).
+#ifndef LPATTN_HARNESS_FIGURES_H_
+#define LPATTN_HARNESS_FIGURES_H_
+
+#include <string>
+
+namespace lpattn::harness {
+
+// Draws figures/ of a run or sweep directory with Debian's /usr/bin/python3 when it has
+// matplotlib. Never throws for a plotting problem: it prints what happened (figures skipped,
+// and why, or failed) so the results, already written, stay the command's outcome. The script
+// is looked up in $LPATTN_SCRIPTS_DIR, <executable>/../share/lpattn/scripts, then the source
+// tree's scripts/.
+void DrawFigures(const std::string& dir);
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_FIGURES_H_
