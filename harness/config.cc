@@ -256,6 +256,13 @@ void ValidateConfig(const TrainConfig& c) {
   CheckIntRange("eval_every", c.eval_every, 1, kMaxInt);
   CheckIntRange("eval_windows", c.eval_windows, 1, kMaxInt);
   CheckIntRange("checkpoint_every", c.checkpoint_every, 1, kMaxInt);
+  // Checkpoints fall on evaluation steps, where the train-loss average is empty, so that a
+  // resumed run's metrics match an uninterrupted run's.
+  if (c.checkpoint_every % c.eval_every != 0) {
+    throw std::invalid_argument("checkpoint_every (" + std::to_string(c.checkpoint_every) +
+                                ") must be a multiple of eval_every (" +
+                                std::to_string(c.eval_every) + ")");
+  }
   CheckIntRange("threads", c.threads, 0, kMaxInt);
 }
 

@@ -246,11 +246,6 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
     config.arm = arm;
     ValidateConfig(config);
   }
-  if (base.checkpoint_every % base.eval_every != 0) {
-    throw std::invalid_argument("checkpoint_every (" + std::to_string(base.checkpoint_every) +
-                                ") must be a multiple of eval_every (" +
-                                std::to_string(base.eval_every) + ")");
-  }
 
   const fs::path dir(out_dir);
   const fs::path manifest = dir / "sweep.json";

@@ -107,11 +107,6 @@ auto InArena(int threads, const Fn& fn) {
 RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool resume,
                     const ProgressFn& progress) {
   ValidateConfig(config);
-  if (config.checkpoint_every % config.eval_every != 0) {
-    throw std::invalid_argument("checkpoint_every (" + std::to_string(config.checkpoint_every) +
-                                ") must be a multiple of eval_every (" +
-                                std::to_string(config.eval_every) + ")");
-  }
   const fs::path dir(out_dir);
   const fs::path checkpoint_path = dir / "checkpoint.bin";
   CheckpointState state;
