@@ -7,6 +7,7 @@
 #define HWY_TARGET_INCLUDE "harness/gelu.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "harness/span_tail-inl.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
@@ -33,42 +34,24 @@ HWY_INLINE V GeluSlope(D d, V x) {
 
 void GeluForwardSpan(float* HWY_RESTRICT out, const float* HWY_RESTRICT inp, size_t n) {
   const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto x = hn::LoadU(d, inp + i);
-    hn::StoreU(hn::Mul(x, GeluGate(d, x)), d, out + i);
-  }
-  if (i < n) {
-    const auto mask = hn::FirstN(d, n - i);
-    const auto x = hn::MaskedLoad(mask, d, inp + i);
-    hn::BlendedStore(hn::Mul(x, GeluGate(d, x)), mask, d, out + i);
-  }
+  ForVectors(d, n, [&](size_t i, size_t count) HWY_ATTR {
+    const auto x = LoadSome(d, inp + i, count);
+    StoreSome(hn::Mul(x, GeluGate(d, x)), d, out + i, count);
+  });
 }
 
-// dinp += dout (s + 2 x s (1 - s) du/dx) with s = sigmoid(2u).
+// dinp (+)= dout (s + 2 x s (1 - s) du/dx) with s = sigmoid(2u).
 void GeluBackwardSpan(float* HWY_RESTRICT dinp, const float* HWY_RESTRICT inp,
-                      const float* HWY_RESTRICT dout, size_t n) {
+                      const float* HWY_RESTRICT dout, size_t n, bool accumulate) {
   const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
   const auto one = hn::Set(d, 1.0f), two = hn::Set(d, 2.0f);
-  auto grad = [&](auto x, auto g, auto acc) HWY_ATTR {
-    const auto s = GeluGate(d, x);
+  ForVectors(d, n, [&](size_t i, size_t count) HWY_ATTR {
+    const auto x = LoadSome(d, inp + i, count), s = GeluGate(d, x);
     const auto local =
         hn::MulAdd(hn::Mul(two, hn::Mul(x, s)), hn::Mul(hn::Sub(one, s), GeluSlope(d, x)), s);
-    return hn::MulAdd(g, local, acc);
-  };
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    hn::StoreU(grad(hn::LoadU(d, inp + i), hn::LoadU(d, dout + i), hn::LoadU(d, dinp + i)), d,
-               dinp + i);
-  }
-  if (i < n) {
-    const auto mask = hn::FirstN(d, n - i);
-    const auto r = grad(hn::MaskedLoad(mask, d, inp + i), hn::MaskedLoad(mask, d, dout + i),
-                        hn::MaskedLoad(mask, d, dinp + i));
-    hn::BlendedStore(r, mask, d, dinp + i);
-  }
+    const auto acc = accumulate ? LoadSome(d, dinp + i, count) : hn::Zero(d);
+    StoreSome(hn::MulAdd(LoadSome(d, dout + i, count), local, acc), d, dinp + i, count);
+  });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -85,8 +68,9 @@ HWY_EXPORT(GeluBackwardSpan);
 void GeluForwardSimd(float* out, const float* inp, size_t n) {
   HWY_DYNAMIC_DISPATCH(GeluForwardSpan)(out, inp, n);
 }
-void GeluBackwardSimd(float* dinp, const float* inp, const float* dout, size_t n) {
-  HWY_DYNAMIC_DISPATCH(GeluBackwardSpan)(dinp, inp, dout, n);
+void GeluBackwardSimd(float* dinp, const float* inp, const float* dout, size_t n,
+                      bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(GeluBackwardSpan)(dinp, inp, dout, n, accumulate);
 }
 
 }  // namespace lpattn::harness

@@ -9,8 +9,9 @@ namespace lpattn::harness {
 
 // out[i] = gelu(inp[i]) for i < n.
 void GeluForwardSimd(float* out, const float* inp, size_t n);
-// dinp[i] += dout[i] * gelu'(inp[i]) for i < n.
-void GeluBackwardSimd(float* dinp, const float* inp, const float* dout, size_t n);
+// dinp[i] (+)= dout[i] * gelu'(inp[i]) for i < n (= when accumulate is false).
+void GeluBackwardSimd(float* dinp, const float* inp, const float* dout, size_t n,
+                      bool accumulate);
 
 }  // namespace lpattn::harness
 

@@ -5,6 +5,7 @@
 #include "harness/layers.h"
 
 #include "harness/gelu.h"
+#include "harness/layernorm_rows.h"
 
 #include <cblas.h>
 #include <tbb/blocked_range.h>
@@ -118,20 +119,8 @@ void EncoderBackward(float* dwte, float* dwpe, const float* dout, const uint8_t*
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                       const float* bias, size_t N, size_t C) {
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    for (size_t r = r0; r < r1; ++r) {
-      const float* x = inp + r * C;
-      float m = 0.0f;
-      for (size_t i = 0; i < C; ++i) m += x[i];
-      m /= static_cast<float>(C);
-      float v = 0.0f;
-      for (size_t i = 0; i < C; ++i) v += (x[i] - m) * (x[i] - m);
-      v /= static_cast<float>(C);
-      const float s = 1.0f / std::sqrt(v + kLayerNormEps);
-      float* y = out + r * C;
-      for (size_t i = 0; i < C; ++i) y[i] = (x[i] - m) * s * weight[i] + bias[i];
-      mean[r] = m;
-      rstd[r] = s;
-    }
+    LayerNormForwardRows(out + r0 * C, mean + r0, rstd + r0, inp + r0 * C, weight, bias, r1 - r0,
+                         C, kLayerNormEps);
   });
 }
 
@@ -142,26 +131,8 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
                        size_t N, size_t C) {
   // Rows are independent for dinp; dweight and dbias sum over rows, kept in row order.
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    for (size_t r = r0; r < r1; ++r) {
-      const float* x = inp + r * C;
-      const float* dy = dout + r * C;
-      float dnorm_mean = 0.0f;
-      float dnorm_norm_mean = 0.0f;
-      for (size_t i = 0; i < C; ++i) {
-        const float norm = (x[i] - mean[r]) * rstd[r];
-        const float dnorm = weight[i] * dy[i];
-        dnorm_mean += dnorm;
-        dnorm_norm_mean += dnorm * norm;
-      }
-      dnorm_mean /= static_cast<float>(C);
-      dnorm_norm_mean /= static_cast<float>(C);
-      float* dx = dinp + r * C;
-      for (size_t i = 0; i < C; ++i) {
-        const float norm = (x[i] - mean[r]) * rstd[r];
-        const float dnorm = weight[i] * dy[i];
-        dx[i] += (dnorm - dnorm_mean - norm * dnorm_norm_mean) * rstd[r];
-      }
-    }
+    LayerNormBackwardRows(dinp + r0 * C, dout + r0 * C, inp + r0 * C, weight, mean + r0,
+                          rstd + r0, r1 - r0, C);
   });
   for (size_t r = 0; r < N; ++r) {
     const float* x = inp + r * C;
@@ -177,21 +148,25 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
                    size_t C, size_t OC) {
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    Sgemm(CblasNoTrans, CblasTrans, r1 - r0, OC, C, inp + r0 * C, C, weight, C, 0.0f, out + r0 * OC,
-          OC);
-    if (bias == nullptr) return;
-    for (size_t r = r0; r < r1; ++r) {
-      for (size_t o = 0; o < OC; ++o) out[r * OC + o] += bias[o];
+    // The bias is written first and the product added to it (beta = 1): one pass over the
+    // block's outputs instead of a zeroing pass and a bias pass.
+    float beta = 0.0f;
+    if (bias != nullptr) {
+      for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
+      beta = 1.0f;
     }
+    Sgemm(CblasNoTrans, CblasTrans, r1 - r0, OC, C, inp + r0 * C, C, weight, C, beta,
+          out + r0 * OC, OC);
   });
 }
 
 // dinp += dout weight (blocks of rows); dweight += dout^T inp and dbias += column sums of dout
 // (blocks of output channels, each summing over all N rows in one call).
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, size_t N, size_t C, size_t OC) {
+                    const float* weight, size_t N, size_t C, size_t OC, Write dinp_write) {
+  const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    Sgemm(CblasNoTrans, CblasNoTrans, r1 - r0, C, OC, dout + r0 * OC, OC, weight, C, 1.0f,
+    Sgemm(CblasNoTrans, CblasNoTrans, r1 - r0, C, OC, dout + r0 * OC, OC, weight, C, beta,
           dinp + r0 * C, C);
   });
   ForBlocks(OC, kChannelBlock, [&](size_t o0, size_t o1) {
@@ -217,23 +192,15 @@ void GeluForward(float* out, const float* inp, size_t n) {
 
 // dinp += dout * (s + 2 x s (1 - s) du/dx), s = sigmoid(2u), du/dx = sqrt(2/pi) (1 + 3 * 0.044715
 // x^2) (the same as 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx).
-void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n) {
+void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n, Write dinp_write) {
   ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
-    GeluBackwardSimd(dinp + i0, inp + i0, dout + i0, i1 - i0);
+    GeluBackwardSimd(dinp + i0, inp + i0, dout + i0, i1 - i0, dinp_write == Write::kAccumulate);
   });
 }
 
 // out = a + b
 void ResidualForward(float* out, const float* a, const float* b, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
-}
-
-// da += dout, db += dout
-void ResidualBackward(float* da, float* db, const float* dout, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    da[i] += dout[i];
-    db[i] += dout[i];
-  }
 }
 
 // out = x * sigmoid(g)

@@ -2,7 +2,9 @@
 // in the style of llm.c's train_gpt2.c (spec/harness.md §1). Shapes use B (batch), T (tokens),
 // C (channels), OC (output channels), V (vocabulary). Backward functions ACCUMULATE (+=) into
 // their parameter and input gradients, so a block's residual branches add up naturally; the
-// caller zeroes gradients once per step.
+// caller zeroes gradients once per step. The input gradients of the matmul and GELU backward
+// can instead be overwritten (Write::kOverwrite) where that layer is their only writer, which
+// spares the model zeroing them.
 //
 // Every function is deterministic: parallel work is split into fixed-size blocks of rows that
 // do not depend on the thread count, and each output element has exactly one writer.
@@ -31,17 +33,23 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 // (single-threaded OpenBLAS) on fixed blocks of rows run in parallel by TBB.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias,
                    size_t N, size_t C, size_t OC);
-// dinp += dout weight; dweight += dout^T inp; dbias += column sums of dout (dbias may be null).
+// How a backward function writes an input gradient.
+enum class Write { kAccumulate, kOverwrite };
+
+// dinp += dout weight (or = with kOverwrite); dweight += dout^T inp; dbias += column sums of
+// dout (dbias may be null).
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout,
-                    const float* inp, const float* weight, size_t N, size_t C, size_t OC);
+                    const float* inp, const float* weight, size_t N, size_t C, size_t OC,
+                    Write dinp_write = Write::kAccumulate);
 
 // tanh-approximation GELU, elementwise over n values.
 void GeluForward(float* out, const float* inp, size_t n);
-void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n);
+void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n,
+                  Write dinp_write = Write::kAccumulate);
 
-// out = a + b, elementwise; the backward adds dout to both.
+// out = a + b, elementwise. Its backward needs no function: d(a) = d(b) = dout, which the model
+// passes on by pointer (one branch) and by copy (the other).
 void ResidualForward(float* out, const float* a, const float* b, size_t n);
-void ResidualBackward(float* da, float* db, const float* dout, size_t n);
 
 // out = x * sigmoid(g), elementwise (the output gate of the `outgate` arm, spec §1: G1).
 void SigmoidGateForward(float* out, const float* x, const float* g, size_t n);

@@ -185,26 +185,41 @@ void Gpt::Backward() {
   float* G = grads_.data();
   float* D = dacts_.data();
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  std::fill(dacts_.begin(), dacts_.end(), 0.0f);
+  // Activation gradients are not zeroed as a whole: each is overwritten by its first writer
+  // (Write::kOverwrite, a copy, or the arm), and only the two with several writers that have
+  // no first writer of that kind are zeroed. The residual's backward is no function: the
+  // gradient of a residual sum reaches its branch by pointer (d fcproj = d res3,
+  // d attproj = d res2) and its skip path by a copy.
+  const auto zero = [&](size_t offset) { std::fill_n(D + offset, N * C, 0.0f); };
+  const auto copy = [&](size_t from, size_t to) { std::copy_n(D + from, N * C, D + to); };
 
   CrossEntropyBackward(D + logits_, A + probs_, targets_.data(), N, V);
   const Block& last = blocks_.back();
-  MatmulBackward(D + lnf_, G + wte_, nullptr, D + logits_, A + lnf_, P + wte_, N, C, V);
+  MatmulBackward(D + lnf_, G + wte_, nullptr, D + logits_, A + lnf_, P + wte_, N, C, V,
+                 Write::kOverwrite);
+  zero(last.res3);
   LayerNormBackward(D + last.res3, G + lnfw_, G + lnfb_, D + lnf_, A + last.res3, P + lnfw_,
                     A + lnf_mean_, A + lnf_rstd_, N, C);
   for (size_t l = blocks_.size(); l-- > 0;) {
     const Block& b = blocks_[l];
     const size_t residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
-    ResidualBackward(D + b.res2, D + b.fcproj, D + b.res3, N * C);
-    MatmulBackward(D + b.fch_gelu, G + b.fcprojw, G + b.fcprojb, D + b.fcproj, A + b.fch_gelu, P + b.fcprojw, N, 4 * C, C);
-    GeluBackward(D + b.fch, A + b.fch, D + b.fch_gelu, N * 4 * C);
-    MatmulBackward(D + b.ln2, G + b.fcw, G + b.fcb, D + b.fch, A + b.ln2, P + b.fcw, N, C, 4 * C);
-    LayerNormBackward(D + b.res2, G + b.ln2w, G + b.ln2b, D + b.ln2, A + b.res2, P + b.ln2w, A + b.ln2_mean, A + b.ln2_rstd, N, C);
-    ResidualBackward(D + residual, D + b.attproj, D + b.res2, N * C);
-    MatmulBackward(D + b.atty, G + b.attprojw, G + b.attprojb, D + b.attproj, A + b.atty, P + b.attprojw, N, C, C);
-    arm_->Backward(shape, P + b.arm, G + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty, D + b.atty, D + b.qkv, D + b.ln1);
+    copy(b.res3, b.res2);
+    MatmulBackward(D + b.fch_gelu, G + b.fcprojw, G + b.fcprojb, D + b.res3, A + b.fch_gelu,
+                   P + b.fcprojw, N, 4 * C, C, Write::kOverwrite);
+    GeluBackward(D + b.fch, A + b.fch, D + b.fch_gelu, N * 4 * C, Write::kOverwrite);
+    MatmulBackward(D + b.ln2, G + b.fcw, G + b.fcb, D + b.fch, A + b.ln2, P + b.fcw, N, C, 4 * C,
+                   Write::kOverwrite);
+    LayerNormBackward(D + b.res2, G + b.ln2w, G + b.ln2b, D + b.ln2, A + b.res2, P + b.ln2w,
+                      A + b.ln2_mean, A + b.ln2_rstd, N, C);
+    copy(b.res2, residual);
+    MatmulBackward(D + b.atty, G + b.attprojw, G + b.attprojb, D + b.res2, A + b.atty,
+                   P + b.attprojw, N, C, C, Write::kOverwrite);
+    zero(b.ln1);  // the arm may add to it (outgate's gate reads ln1) before the qkv product
+    arm_->Backward(shape, P + b.arm, G + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty,
+                   D + b.atty, D + b.qkv, D + b.ln1);
     MatmulBackward(D + b.ln1, G + b.qkvw, G + b.qkvb, D + b.qkv, A + b.ln1, P + b.qkvw, N, C, 3 * C);
-    LayerNormBackward(D + residual, G + b.ln1w, G + b.ln1b, D + b.ln1, A + residual, P + b.ln1w, A + b.ln1_mean, A + b.ln1_rstd, N, C);
+    LayerNormBackward(D + residual, G + b.ln1w, G + b.ln1b, D + b.ln1, A + residual, P + b.ln1w,
+                      A + b.ln1_mean, A + b.ln1_rstd, N, C);
   }
   EncoderBackward(G + wte_, G + wpe_, D + encoded_, inputs_.data(), batch_, T, C);
 }

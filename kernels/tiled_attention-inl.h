@@ -72,7 +72,9 @@ HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
 // dimension and kept for the thread's lifetime, so no call allocates or page-faults.
 struct TileWorkspace {
   static constexpr size_t kPanel = kMaxHeadDim * kTileMax;  // transposed operand [D][tile]
-  static constexpr size_t kScores = kTileQ * kTileK;        // score-shaped tile
+  // A score-shaped tile: kTileQ x kTileK in the passes over long sequences, up to
+  // kTileMax x kTileMax in the whole-head backward of short ones.
+  static constexpr size_t kScores = kTileMax * kTileMax;
   static constexpr size_t kRows = kTileMax * kMaxHeadDim;   // D-wide tile [tile][Dpad]
   TileWorkspace()
       : panel_a(hwy::AllocateAligned<float>(kPanel)),
@@ -81,11 +83,12 @@ struct TileWorkspace {
         grads(hwy::AllocateAligned<float>(kScores)),
         acc_a(hwy::AllocateAligned<float>(kRows)),
         acc_b(hwy::AllocateAligned<float>(kRows)),
+        acc_c(hwy::AllocateAligned<float>(kRows)),
         rows(hwy::AllocateAligned<float>(kRows)),
         rows2(hwy::AllocateAligned<float>(kRows)) {}
   hwy::AlignedFreeUniquePtr<float[]> panel_a, panel_b;
   hwy::AlignedFreeUniquePtr<float[]> scores, grads;
-  hwy::AlignedFreeUniquePtr<float[]> acc_a, acc_b;      // accumulators
+  hwy::AlignedFreeUniquePtr<float[]> acc_a, acc_b, acc_c;  // accumulators
   hwy::AlignedFreeUniquePtr<float[]> rows, rows2;       // zero-padded operand rows
   HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
   uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
@@ -234,6 +237,37 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args) {
 
 // ---- backward -----------------------------------------------------------------------------
 
+// Delta_i = dO_i . o_i (summed in double) for the rows [i0, i0 + nq) of head h, into delta[i];
+// returns their share of d(sink), §1.1: d tau = - sum_i A_i Delta_i with A_i = exp(tau - lse_i).
+HWY_INLINE double RowDeltas(const AttentionProblem& p, size_t h, const HeadRows& o,
+                            const HeadRows& d_o, const float* lse, size_t i0, size_t nq,
+                            size_t dim, float* delta) {
+  double sink_share = 0.0;
+  for (size_t i = 0; i < nq; ++i) {
+    double dot = 0.0;
+    for (size_t c = 0; c < dim; ++c) dot += double(d_o.row(i0 + i)[c]) * o.row(i0 + i)[c];
+    delta[i] = float(dot);
+    if (p.has_sink) sink_share -= std::exp(double(p.sink(h)) - lse[i]) * dot;
+  }
+  return sink_share;
+}
+
+// One query's row of a query-major tile (keys along vectors, `width` of them): the weights of
+// its first `limit` keys (zero beyond) over the scores, dS over dP.
+template <class Transform>
+HWY_INLINE void WeighRowAndGrad(float* HWY_RESTRICT weights, float* HWY_RESTRICT grads,
+                                size_t width, size_t limit, float lse, float delta) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto lse_v = hn::Set(d, lse), delta_v = hn::Set(d, delta);
+  for (size_t j = 0; j < width; j += N) {
+    auto w = Transform::Weight(d, hn::LoadU(d, weights + j), lse_v);
+    w = hn::IfThenElseZero(hn::FirstN(d, limit > j ? limit - j : 0), w);
+    hn::StoreU(w, d, weights + j);
+    hn::StoreU(Transform::ScoreGrad(w, hn::LoadU(d, grads + j), delta_v), d, grads + j);
+  }
+}
+
 // Query side: Delta_i = dO_i . o_i, dQ, and each tile's share of d(sink).
 template <class Transform>
 void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, float* delta_out,
@@ -256,25 +290,14 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, f
     PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, do_panel);
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
 
-    // Saved row statistics; padding rows get values that keep their (unused) lanes finite.
     const float* lse = args.lse + (b * p.heads + h) * p.q_len + i0;
     float* delta = delta_out + (b * p.heads + h) * p.q_len + i0;
-    double sink_share = 0.0;
-    for (size_t i = 0; i < kTileQ; ++i) {
-      if (i < nq) {
-        double dot = 0.0;
-        for (size_t c = 0; c < dim; ++c) dot += double(d_o.row(i0 + i)[c]) * o.row(i0 + i)[c];
-        delta[i] = float(dot);
-        ws.row_a[i] = lse[i];
-        ws.row_b[i] = delta[i];
-        // §1.1: d tau = - sum_i A_i Delta_i with A_i = exp(tau - lse_i).
-        if (p.has_sink) sink_share -= std::exp(double(p.sink(h)) - lse[i]) * dot;
-      } else {
-        ws.row_a[i] = 0.0f;
-        ws.row_b[i] = 0.0f;
-      }
-    }
-    sink_partials[task] = sink_share;
+    sink_partials[task] = RowDeltas(p, h, o, d_o, lse, i0, nq, dim, delta);
+    // Saved row statistics; padding rows get values that keep their (unused) lanes finite.
+    std::copy(lse, lse + nq, ws.row_a);
+    std::copy(delta, delta + nq, ws.row_b);
+    std::fill(ws.row_a + nq, ws.row_a + kTileQ, 0.0f);
+    std::fill(ws.row_b + nq, ws.row_b + kTileQ, 0.0f);
 
     const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
     for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
@@ -303,28 +326,46 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, f
   });
 }
 
+// The buffers of a key-side task: K and V of the keys [j0, j0 + nk) packed transposed into
+// panels `width` wide (K times the scale, so that scores come out scaled; dK picks the scale
+// up at the end), the score and gradient tiles, and the zeroed dK and dV accumulators.
+struct KeySide {
+  float *k_panel, *v_panel, *weights, *grads, *dk, *dv;
+};
+HWY_INLINE KeySide BeginKeySide(const AttentionProblem& p, const HeadRows& k, const HeadRows& v,
+                                size_t j0, size_t nk, size_t width, TileWorkspace& ws) {
+  const KeySide side{ws.panel_a.get(), ws.panel_b.get(), ws.scores.get(),
+                     ws.grads.get(),   ws.acc_a.get(),   ws.acc_b.get()};
+  PackTransposed(k, j0, nk, p.dim, p.scale, width, side.k_panel);
+  PackTransposed(v, j0, nk, p.dim, 1.0f, width, side.v_panel);
+  const size_t padded_dim = PaddedDim(p.dim);
+  std::fill(side.dk, side.dk + width * padded_dim, 0.0f);
+  std::fill(side.dv, side.dv + width * padded_dim, 0.0f);
+  return side;
+}
+
+// Stores the dK (times the scale) and dV rows of the keys [j0, j0 + nk).
+HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& args, size_t b,
+                              size_t kv_head, size_t j0, size_t nk, const float* dk,
+                              const float* dv) {
+  const size_t padded_dim = PaddedDim(p.dim);
+  StoreRows(dk, nk, p.dim, padded_dim, nullptr, p.scale, RowOf(args.dk, b, kv_head, j0),
+            size_t(args.dk.strides.token));
+  StoreRows(dv, nk, p.dim, padded_dim, nullptr, 1.0f, RowOf(args.dv, b, kv_head, j0),
+            size_t(args.dv.strides.token));
+}
+
 // Key side: dK and dV of one key tile, summed over the query heads of its GQA group and all
 // query tiles in a fixed order.
 template <class Transform>
 void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, const float* delta_in) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
   ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, kv_head, j0, nk] = SplitTask(task, p.kv_heads, p.kv_len, kTileK);
     const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
-    float* k_panel = ws.panel_a.get();
-    float* v_panel = ws.panel_b.get();
-    float* weights = ws.scores.get();
-    float* grads = ws.grads.get();
-    float* dk = ws.acc_a.get();
-    float* dv = ws.acc_b.get();
-    // Scaling K here makes the scores come out scaled; dK picks the scale up at the end.
-    PackTransposed(k, j0, nk, dim, p.scale, kTileK, k_panel);
-    PackTransposed(v, j0, nk, dim, 1.0f, kTileK, v_panel);
-    std::fill(dk, dk + kTileK * padded_dim, 0.0f);
-    std::fill(dv, dv + kTileK * padded_dim, 0.0f);
+    const auto [k_panel, v_panel, weights, grads, dk, dv] =
+        BeginKeySide(p, k, v, j0, nk, kTileK, ws);
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
@@ -341,15 +382,8 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
         for (size_t i = 0; i < nq; ++i) {
           const size_t end = p.VisibleEnd(i0 + i);
           const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
-          const auto lse_v = hn::Set(d, lse[i0 + i]), delta_v = hn::Set(d, delta[i0 + i]);
-          for (size_t j = 0; j < kTileK; j += N) {
-            float* w_ptr = weights + i * kTileK + j;
-            float* g_ptr = grads + i * kTileK + j;
-            auto w = Transform::Weight(d, hn::LoadU(d, w_ptr), lse_v);
-            w = hn::IfThenElseZero(hn::FirstN(d, limit > j ? limit - j : 0), w);
-            hn::StoreU(w, d, w_ptr);
-            hn::StoreU(Transform::ScoreGrad(w, hn::LoadU(d, g_ptr), delta_v), d, g_ptr);
-          }
+          WeighRowAndGrad<Transform>(weights + i * kTileK, grads + i * kTileK, kTileK, limit,
+                                     lse[i0 + i], delta[i0 + i]);
         }
         // Key j of the tile is seen by the tile's queries [begin_j, nq).
         for (size_t j = 0; j < nk; ++j) {
@@ -365,21 +399,78 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
                      ws.range_begin, ws.range_end);
       }
     }
-    StoreRows(dk, nk, dim, padded_dim, nullptr, p.scale, RowOf(args.dk, b, kv_head, j0),
-              size_t(args.dk.strides.token));
-    StoreRows(dv, nk, dim, padded_dim, nullptr, 1.0f, RowOf(args.dv, b, kv_head, j0),
-              size_t(args.dv.strides.token));
+    FinishKeySide(p, args, b, kv_head, j0, nk, dk, dv);
   });
 }
 
-// Full backward: the query side first (it produces Delta), then the key side.
+// Short sequences (every query and every key of a head within one tile): one task per
+// (batch, kv head) computes the scores, weights and dS of each head of its group once and
+// all three gradients from them, where the two passes would each recompute them.
+//   W, dS = policy(Q K^T, dO V^T);  dQ = dS K;  dV += W^T dO;  dK += dS^T Q
+HWY_INLINE bool FitsOneTile(const AttentionProblem& p) {
+  return p.q_len <= kTileMax && p.kv_len <= kTileMax;
+}
+
+template <class Transform>
+void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args,
+                       double* sink_partials) {
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim), nq = p.q_len, nk = p.kv_len;
+  const hn::ScalableTag<float> d;
+  const size_t width = hwy::RoundUpTo(nk, hn::Lanes(d));  // keys along vectors
+  ParallelTiles(p.batch * p.kv_heads, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
+    const size_t b = task / p.kv_heads, kv_head = task % p.kv_heads;
+    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
+    const auto [k_panel, v_panel, weights, grads, dk, dv] = BeginKeySide(p, k, v, 0, nk, width, ws);
+    float* dq = ws.acc_c.get();
+
+    for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
+      const HeadRows q = RowsOf(args.q, b, h), o = RowsOf(args.o, b, h);
+      const HeadRows d_o = RowsOf(args.d_o, b, h);
+      const float* lse = args.lse + (b * p.heads + h) * p.q_len;
+      float* delta = ws.row_b;
+      sink_partials[b * p.heads + h] = RowDeltas(p, h, o, d_o, lse, 0, nq, dim, delta);
+      MatMul<false>({q.row(0), q.token_stride, 1}, {k_panel, width}, {weights, width}, nq, width,
+                    dim);
+      MatMul<false>({d_o.row(0), d_o.token_stride, 1}, {v_panel, width}, {grads, width}, nq,
+                    width, dim);
+      for (size_t i = 0; i < nq; ++i) {
+        const size_t limit = std::min(p.VisibleEnd(i), nk);
+        WeighRowAndGrad<Transform>(weights + i * width, grads + i * width, width, limit, lse[i],
+                                   delta[i]);
+        ws.range_begin[i] = 0;  // query i reads keys [0, limit)
+        ws.range_end[i] = uint32_t(limit);
+      }
+      std::fill(dq, dq + nq * padded_dim, 0.0f);
+      MatMulRanged({grads, width, 1}, DimRows(k, 0, nk, dim, padded_dim, ws.rows.get()),
+                   {dq, padded_dim}, nq, padded_dim, ws.range_begin, ws.range_end);
+      StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, 0),
+                size_t(args.dq.strides.token));
+      for (size_t j = 0; j < nk; ++j) {  // key j is seen by queries [first, nq)
+        ws.range_begin[j] = uint32_t(std::min(p.FirstQuerySeeing(j), nq));
+        ws.range_end[j] = uint32_t(nq);
+      }
+      MatMulRanged({weights, 1, width}, DimRows(d_o, 0, nq, dim, padded_dim, ws.rows.get()),
+                   {dv, padded_dim}, nk, padded_dim, ws.range_begin, ws.range_end);
+      MatMulRanged({grads, 1, width}, DimRows(q, 0, nq, dim, padded_dim, ws.rows2.get()),
+                   {dk, padded_dim}, nk, padded_dim, ws.range_begin, ws.range_end);
+    }
+    FinishKeySide(p, args, b, kv_head, 0, nk, dk, dv);
+  });
+}
+
+// Full backward: short sequences in one pass; otherwise the query side first (it produces
+// Delta), then the key side.
 template <class Transform>
 void TiledBackward(const AttentionProblem& p, const BackwardArgs& args) {
-  std::vector<float> delta(p.batch * p.heads * p.q_len);
-  const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
+  const size_t q_tiles = FitsOneTile(p) ? 1 : hwy::DivCeil(p.q_len, kTileQ);
   std::vector<double> sink_partials(p.batch * p.heads * q_tiles);
-  TiledBackwardQueries<Transform>(p, args, delta.data(), sink_partials.data());
-  TiledBackwardKeys<Transform>(p, args, delta.data());
+  if (FitsOneTile(p)) {
+    WholeHeadBackward<Transform>(p, args, sink_partials.data());
+  } else {
+    std::vector<float> delta(p.batch * p.heads * p.q_len);
+    TiledBackwardQueries<Transform>(p, args, delta.data(), sink_partials.data());
+    TiledBackwardKeys<Transform>(p, args, delta.data());
+  }
   if (p.sink_logits != nullptr && args.d_sink != nullptr) {  // learned sinks only
     for (size_t h = 0; h < p.heads; ++h) {
       double sum = 0.0;  // a fixed summation order: the result is thread-count independent

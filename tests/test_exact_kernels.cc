@@ -78,6 +78,11 @@ TEST(ExactKernels, QueryLengthDiffersFromKeyLength) {
                                          Layout::kBHTD));
     ExpectMatchesReference(AttentionCase(Shape(2, 1, 1, 1, 300, 16), causal, SinkMode::kNone,
                                          Layout::kBHTD));
+    // The same within one tile (the whole-head backward), with a GQA group of two.
+    ExpectMatchesReference(AttentionCase(Shape(1, 2, 1, 20, 90, 32), causal, SinkMode::kNone,
+                                         Layout::kBHTD));
+    ExpectMatchesReference(AttentionCase(Shape(1, 2, 1, 90, 20, 24), causal, SinkMode::kNone,
+                                         Layout::kBHTD));
   }
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "harness/layers.h"
+#include "kernels/attention.h"
 
 namespace lpattn::harness {
 namespace {
@@ -123,23 +124,37 @@ TEST(LayersGradient, Encoder) {
   ExpectGradient("encoder_dwpe", wpe, dwpe, loss);
 }
 
+// Runs check() once per Highway target this CPU supports (the SIMD layers dispatch through the
+// same chosen target as the kernels), with the target's name in any failure.
+void ForEachTarget(const std::function<void()>& check) {
+  for (const std::string& target : GetDispatchInfo().supported) {
+    ASSERT_TRUE(SelectTarget(target)) << target;
+    SCOPED_TRACE("target " + target);
+    check();
+  }
+  SelectTarget("");
+}
+
+// C = 5: every row ends in a ragged vector tail, at an unaligned address.
 TEST(LayersGradient, LayerNorm) {
-  Vec inp = Random(N * C, 5), weight = Random(C, 6, 0.5f, 1.5f), bias = Random(C, 7);
-  const Vec w = Random(N * C, 8);
-  auto loss = [&] {
-    Vec out(N * C), mean(N), rstd(N);
+  ForEachTarget([] {
+    Vec inp = Random(N * C, 5), weight = Random(C, 6, 0.5f, 1.5f), bias = Random(C, 7);
+    const Vec w = Random(N * C, 8);
+    auto loss = [&] {
+      Vec out(N * C), mean(N), rstd(N);
+      LayerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(),
+                       bias.data(), N, C);
+      return Dot(w, out);
+    };
+    Vec out(N * C), mean(N), rstd(N), dinp(N * C), dweight(C), dbias(C);
     LayerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(),
                      N, C);
-    return Dot(w, out);
-  };
-  Vec out(N * C), mean(N), rstd(N), dinp(N * C), dweight(C), dbias(C);
-  LayerNormForward(out.data(), mean.data(), rstd.data(), inp.data(), weight.data(), bias.data(), N,
-                   C);
-  LayerNormBackward(dinp.data(), dweight.data(), dbias.data(), w.data(), inp.data(), weight.data(),
-                    mean.data(), rstd.data(), N, C);
-  ExpectGradient("layernorm_dinp", inp, dinp, loss);
-  ExpectGradient("layernorm_dweight", weight, dweight, loss);
-  ExpectGradient("layernorm_dbias", bias, dbias, loss);
+    LayerNormBackward(dinp.data(), dweight.data(), dbias.data(), w.data(), inp.data(),
+                      weight.data(), mean.data(), rstd.data(), N, C);
+    ExpectGradient("layernorm_dinp", inp, dinp, loss);
+    ExpectGradient("layernorm_dweight", weight, dweight, loss);
+    ExpectGradient("layernorm_dbias", bias, dbias, loss);
+  });
 }
 
 void CheckMatmul(bool with_bias) {
@@ -164,30 +179,18 @@ TEST(LayersGradient, Matmul) { CheckMatmul(true); }
 TEST(LayersGradient, MatmulWithoutBias) { CheckMatmul(false); }
 
 TEST(LayersGradient, Gelu) {
-  Vec inp = Random(N * C, 13, -4.0f, 4.0f);  // both tails and the curved middle
-  const Vec w = Random(N * C, 14);
-  auto loss = [&] {
-    Vec out(N * C);
-    GeluForward(out.data(), inp.data(), N * C);
-    return Dot(w, out);
-  };
-  Vec dinp(N * C);
-  GeluBackward(dinp.data(), inp.data(), w.data(), N * C);
-  ExpectGradient("gelu_dinp", inp, dinp, loss);
-}
-
-TEST(LayersGradient, Residual) {
-  Vec a = Random(N * C, 15), b = Random(N * C, 16);
-  const Vec w = Random(N * C, 17);
-  auto loss = [&] {
-    Vec out(N * C);
-    ResidualForward(out.data(), a.data(), b.data(), N * C);
-    return Dot(w, out);
-  };
-  Vec da(N * C), db(N * C);
-  ResidualBackward(da.data(), db.data(), w.data(), N * C);
-  ExpectGradient("residual_da", a, da, loss);
-  ExpectGradient("residual_db", b, db, loss);
+  ForEachTarget([] {
+    Vec inp = Random(N * C, 13, -4.0f, 4.0f);  // both tails and the curved middle
+    const Vec w = Random(N * C, 14);
+    auto loss = [&] {
+      Vec out(N * C);
+      GeluForward(out.data(), inp.data(), N * C);
+      return Dot(w, out);
+    };
+    Vec dinp(N * C);
+    GeluBackward(dinp.data(), inp.data(), w.data(), N * C);
+    ExpectGradient("gelu_dinp", inp, dinp, loss);
+  });
 }
 
 TEST(LayersGradient, SigmoidGate) {
@@ -335,11 +338,31 @@ TEST(LayersAccumulation, BackwardTwiceDoublesGradients) {
                    N, C, OC);
   });
   ExpectDoubles("gelu", {&a}, [&] { GeluBackward(a.data(), x.data(), dout.data(), N * C); });
-  ExpectDoubles("residual", {&a, &b},
-                [&] { ResidualBackward(a.data(), b.data(), dout.data(), N * C); });
   ExpectDoubles("gate", {&a, &b}, [&] {
     SigmoidGateBackward(a.data(), b.data(), dout.data(), x.data(), gate.data(), N * C);
   });
+}
+
+// Write::kOverwrite: the input gradient is the same as accumulating into zeros, whatever the
+// buffer held before (NaN here), and the parameter gradients still accumulate.
+TEST(LayersAccumulation, OverwriteEqualsAccumulateIntoZeros) {
+  const Vec x = Random(N * C, 70), dout = Random(N * C, 71), dout_oc = Random(N * OC, 72);
+  const Vec weight = Random(OC * C, 73);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Vec into_zeros(N * C, 0.0f), overwritten(N * C, nan);
+  Vec dweight_a(OC * C, 0.5f), dbias_a(OC, 0.5f), dweight_b(OC * C, 0.5f), dbias_b(OC, 0.5f);
+  MatmulBackward(into_zeros.data(), dweight_a.data(), dbias_a.data(), dout_oc.data(), x.data(),
+                 weight.data(), N, C, OC);
+  MatmulBackward(overwritten.data(), dweight_b.data(), dbias_b.data(), dout_oc.data(), x.data(),
+                 weight.data(), N, C, OC, Write::kOverwrite);
+  EXPECT_EQ(overwritten, into_zeros);
+  EXPECT_EQ(dweight_b, dweight_a);
+  EXPECT_EQ(dbias_b, dbias_a);
+
+  Vec gelu_zeros(N * C, 0.0f), gelu_overwritten(N * C, nan);
+  GeluBackward(gelu_zeros.data(), x.data(), dout.data(), N * C);
+  GeluBackward(gelu_overwritten.data(), x.data(), dout.data(), N * C, Write::kOverwrite);
+  EXPECT_EQ(gelu_overwritten, gelu_zeros);
 }
 
 TEST(LayersCrossEntropy, BackwardOverwrites) {
