@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/kinterval.h"
 
 namespace lpattn {
 
@@ -40,6 +41,27 @@ ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
                                           const AttentionOptions& options,
                                           const ReferenceInputs& inputs,
                                           const std::vector<double>& d_o);
+
+// §2 K-interval attention: each row's visible scores through KIntervalRowForward and
+// KIntervalRowBackward (the row-level API the kernels are tested against). Uses
+// options.causal and options.scale; sinks are not defined for K-interval attention and are
+// rejected. `stats` holds each row's saved statistics, [batch, heads, q_len] (rows with no
+// visible key keep default values and output zeros).
+struct ReferenceKIntervalForwardResult {
+  std::vector<double> o;
+  std::vector<KIntervalRowStats> stats;
+};
+ReferenceKIntervalForwardResult ReferenceKIntervalForward(const AttentionShape& shape,
+                                                          const AttentionOptions& options,
+                                                          const KIntervalOptions& kint,
+                                                          const ReferenceInputs& inputs);
+// dV_j += p_ij dO_i, g_ij = dO_i . v_j, ds_i = KIntervalRowBackward(g_i),
+// dQ_i += scale ds_ij k_j, dK_j += scale ds_ij q_i.
+ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
+                                              const AttentionOptions& options,
+                                              const KIntervalOptions& kint,
+                                              const ReferenceInputs& inputs,
+                                              const std::vector<double>& d_o);
 
 // Gathers a strided float view of shape [batch, heads, tokens, dim] into the dense row-major
 // double layout the references take, so tests can compare kernels on any stride choice.

@@ -1,0 +1,62 @@
+// K-interval attention (spec/kernels.md §2): the options, and the row-level transform that the
+// fp64 reference, the one-head estimator and other small models share. One row of visible
+// scores goes in, probabilities come out; probability gradients go in, score gradients (under
+// the chosen surrogate) come out.
+#ifndef LPATTN_KERNELS_KINTERVAL_H_
+#define LPATTN_KERNELS_KINTERVAL_H_
+
+#include <cstddef>
+#include <string>
+
+namespace lpattn {
+
+enum class KIntervalCalibration { kMinMax, kWindow };  // R = m - a, or R = W
+enum class KIntervalRounding { kLerp, kNearest };      // chord between nodes, or nearest node
+enum class KIntervalSurrogate { kExact, kWeight, kProb };
+
+struct KIntervalOptions {
+  int K = 4;  // intervals: K + 1 grid values, 1 <= K <= 64
+  KIntervalCalibration calibration = KIntervalCalibration::kMinMax;
+  double window = 8.0;  // W of the window calibration (> 0)
+  KIntervalRounding rounding = KIntervalRounding::kLerp;
+  KIntervalSurrogate surrogate = KIntervalSurrogate::kExact;
+  bool weight_slope_from_grid = false;  // weight surrogate: slope w^_j instead of exp(u_j)
+  bool prob_jacobian_at_grid = false;   // prob surrogate: Jacobian at p^ instead of pi
+  bool detach_extrema = false;          // exact and weight surrogates: drop the dm, da terms
+};
+
+// Throws std::invalid_argument naming the problem: K outside [1, 64], W <= 0 or not finite,
+// nearest rounding with the exact surrogate, or a variant option on a surrogate that has no
+// use for it (detach with prob, the slope option without weight, the Jacobian one without prob).
+void ValidateKInterval(const KIntervalOptions& options);
+
+// Parses "K=4,cal=window,W=8,round=nearest,ste=prob" (',' or ':' between items; every item
+// optional): K, cal=minmax|window, W, round=lerp|nearest, ste=exact|weight|prob,
+// slope=exp|grid (weight), jac=pi|grid (prob), detach=0|1. Validates the result; throws
+// std::invalid_argument on an unknown key or value.
+KIntervalOptions ParseKInterval(const std::string& text);
+// The canonical text of options (every item, ':' between items), which parses back to them.
+std::string FormatKInterval(const KIntervalOptions& options);
+
+// What the forward of one row keeps for its backward.
+struct KIntervalRowStats {
+  double m = 0.0, a = 0.0;  // row max and min of the visible scores
+  double R = 0.0;           // the window width: m - a (minmax) or W (window)
+  double Z = 0.0;           // sum of the reconstructed weights (>= 1)
+  size_t argmax = 0, argmin = 0;  // lowest index on ties
+};
+
+// §2 forward of one row of n >= 1 visible scores s: writes p_j = w^_j / Z. A degenerate row
+// (R = 0) gives every entry w^ = 1.
+KIntervalRowStats KIntervalRowForward(const KIntervalOptions& options, const double* s, size_t n,
+                                      double* p);
+
+// §2 backward of the same row: g_j = dL/dp_j in (dO_i . v_j in attention), ds_j = dL/ds_j out
+// under options.surrogate. In a degenerate row the calibration terms are 0 and the exact and
+// weight surrogates take the slope exp(u_j) = 1, which is exact softmax's gradient there.
+void KIntervalRowBackward(const KIntervalOptions& options, const double* s, size_t n,
+                          const KIntervalRowStats& stats, const double* g, double* ds);
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_KINTERVAL_H_
