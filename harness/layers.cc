@@ -190,7 +190,7 @@ void GeluForward(float* out, const float* inp, size_t n) {
   });
 }
 
-// dinp += dout * (s + 2 x s (1 - s) du/dx), s = sigmoid(2u), du/dx = sqrt(2/pi) (1 + 3 * 0.044715
+// dinp (+)= dout * (s + 2 x s (1 - s) du/dx), s = sigmoid(2u), du/dx = sqrt(2/pi) (1 + 3 * 0.044715
 // x^2) (the same as 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx).
 void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n, Write dinp_write) {
   ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {

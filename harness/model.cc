@@ -185,11 +185,12 @@ void Gpt::Backward() {
   float* G = grads_.data();
   float* D = dacts_.data();
   std::fill(grads_.begin(), grads_.end(), 0.0f);
-  // Activation gradients are not zeroed as a whole: each is overwritten by its first writer
-  // (Write::kOverwrite, a copy, or the arm), and only the two with several writers that have
-  // no first writer of that kind are zeroed. The residual's backward is no function: the
-  // gradient of a residual sum reaches its branch by pointer (d fcproj = d res3,
-  // d attproj = d res2) and its skip path by a copy.
+  // Activation gradients are not zeroed as a whole: each one's first writer overwrites it
+  // (Write::kOverwrite, a copy, or the arm's dqkv), and only the two whose first writer
+  // accumulates (the final LayerNorm's dinp, and ln1 where the arm may add) are zeroed. The
+  // residual's backward is no function: the gradient of a residual sum reaches its branch by
+  // pointer (d fcproj = d res3, d attproj = d res2) and its skip path by a copy, so the
+  // fcproj and attproj slots of the gradient arena stay unused.
   const auto zero = [&](size_t offset) { std::fill_n(D + offset, N * C, 0.0f); };
   const auto copy = [&](size_t from, size_t to) { std::copy_n(D + from, N * C, D + to); };
 

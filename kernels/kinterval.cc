@@ -3,9 +3,11 @@
 #include "kernels/kinterval.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
 namespace lpattn {
@@ -26,19 +28,25 @@ struct Grid {
   bool InWindow(double u) const { return u >= -R; }
   // x = (u + R) / h, held to [0, K] against rounding at the ends.
   double Coordinate(double u) const { return std::clamp((u + R) / h, 0.0, double(K)); }
-  // Lerp: the interval k = min(floor(x), K - 1) and theta = x - k.
-  int Interval(double x) const { return std::min(int(std::floor(x)), K - 1); }
+  // Lerp's place of an in-window u: the interval k = min(floor(x), K - 1), theta = x - k.
+  struct Place {
+    int k;
+    double theta;
+  };
+  Place Locate(double u) const {
+    const double x = Coordinate(u);
+    const int k = std::min(int(std::floor(x)), K - 1);
+    return {k, x - k};
+  }
 };
 
 // w^ of one entry with grid coordinate u (inside or below the window).
 double Reconstruct(const KIntervalOptions& o, const Grid& grid, double u) {
   if (!grid.InWindow(u)) return 0.0;
-  const double x = grid.Coordinate(u);
-  if (o.rounding == KIntervalRounding::kNearest) {
-    return grid.E[size_t(std::min(int(std::floor(x + 0.5)), grid.K))];  // ties round up
+  if (o.rounding == KIntervalRounding::kNearest) {  // ties round up
+    return grid.E[size_t(std::min(int(std::floor(grid.Coordinate(u) + 0.5)), grid.K))];
   }
-  const int k = grid.Interval(x);
-  const double theta = x - k;
+  const auto [k, theta] = grid.Locate(u);
   return (1.0 - theta) * grid.E[size_t(k)] + theta * grid.E[size_t(k) + 1];
 }
 
@@ -128,7 +136,10 @@ std::string FormatKInterval(const KIntervalOptions& o) {
   std::ostringstream out;
   out << "K=" << o.K << ":cal="
       << (o.calibration == KIntervalCalibration::kMinMax ? "minmax" : "window");
-  if (o.calibration == KIntervalCalibration::kWindow) out << ":W=" << o.window;
+  if (o.calibration == KIntervalCalibration::kWindow) {
+    char w[32];  // the shortest text that parses back to the same double
+    out << ":W=" << std::string_view(w, size_t(std::to_chars(w, w + sizeof w, o.window).ptr - w));
+  }
   out << ":round=" << (o.rounding == KIntervalRounding::kLerp ? "lerp" : "nearest") << ":ste=";
   switch (o.surrogate) {
     case KIntervalSurrogate::kExact: out << "exact"; break;
@@ -200,9 +211,8 @@ void KIntervalRowBackward(const KIntervalOptions& o, const double* s, size_t n,
     } else if (o.surrogate == KIntervalSurrogate::kWeight) {
       slope = o.weight_slope_from_grid ? w_hat[j] : std::exp(u);
     } else if (grid.InWindow(u)) {  // exact surrogate (lerp): the chord's slope
-      const double x = grid.Coordinate(u);
-      const int k = grid.Interval(x);
-      const double theta = x - k, E0 = grid.E[size_t(k)], E1 = grid.E[size_t(k) + 1];
+      const auto [k, theta] = grid.Locate(u);
+      const double E0 = grid.E[size_t(k)], E1 = grid.E[size_t(k) + 1];
       slope = (E1 - E0) / grid.h;
       if (o.calibration == KIntervalCalibration::kMinMax) {
         dw_dR = (1.0 - theta) * (-double(o.K - k) / o.K) * E0 +

@@ -5,6 +5,7 @@
 //   forward  (task = batch, head, query tile): S^T = K Q^T, W = policy(S), O += W V
 //   backward, query side (task = batch, head, query tile): dQ += dS K
 //   backward, key side   (task = batch, kv head, key tile): dV += W^T dO, dK += dS^T Q
+//   backward, short sequences (task = batch, kv head; Tq, Tk <= kTileMax): both sides at once
 // The backward split means no two tasks write the same dQ, dK or dV rows: no atomics, and the
 // result does not depend on the thread count.
 //

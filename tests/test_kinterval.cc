@@ -74,6 +74,8 @@ TEST(KIntervalOptions, ParsesAndFormatsBothSeparators) {
   const KIntervalOptions back = Options(text);
   EXPECT_EQ(FormatKInterval(back), text);
   EXPECT_EQ(FormatKInterval(Options("")), "K=4:cal=minmax:round=lerp:ste=exact");
+  EXPECT_EQ(Options(FormatKInterval(Options("cal=window,W=0.1234567890123"))).window,
+            0.1234567890123);
 }
 
 // ---- forward ---------------------------------------------------------------------------------
