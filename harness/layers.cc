@@ -22,7 +22,10 @@ namespace lpattn::harness {
 namespace {
 
 constexpr size_t kRowBlock = 64;           // rows of N per sgemm call (forward and dinp)
-constexpr size_t kChannelBlock = 128;       // output channels per sgemm call (dweight and dbias)
+// Output channels per sgemm call (dweight and dbias): 64 gives the C x C and 4C -> C products
+// of the small preset two blocks, so both threads of a 2-core machine get one.
+constexpr size_t kChannelBlock = 64;
+constexpr size_t kLayerNormChannelBlock = 32;  // channels per task of LayerNorm's dweight, dbias
 constexpr size_t kElementBlock = 1 << 14;  // elements per task in the GELU loops
 
 // Runs body(begin, end) on [0, n) cut into blocks of `block`, one task per block
@@ -134,14 +137,17 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
     LayerNormBackwardRows(dinp + r0 * C, dout + r0 * C, inp + r0 * C, weight, mean + r0,
                           rstd + r0, r1 - r0, C);
   });
-  for (size_t r = 0; r < N; ++r) {
-    const float* x = inp + r * C;
-    const float* dy = dout + r * C;
-    for (size_t i = 0; i < C; ++i) {
-      dbias[i] += dy[i];
-      dweight[i] += (x[i] - mean[r]) * rstd[r] * dy[i];
+  // Blocks of channels, each summing its channels over all rows in row order.
+  ForBlocks(C, kLayerNormChannelBlock, [&](size_t c0, size_t c1) {
+    for (size_t r = 0; r < N; ++r) {
+      const float* x = inp + r * C;
+      const float* dy = dout + r * C;
+      for (size_t i = c0; i < c1; ++i) {
+        dbias[i] += dy[i];
+        dweight[i] += (x[i] - mean[r]) * rstd[r] * dy[i];
+      }
     }
-  }
+  });
 }
 
 // out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of kRowBlock rows.
@@ -200,7 +206,9 @@ void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n, Wr
 
 // out = a + b
 void ResidualForward(float* out, const float* a, const float* b, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+  ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
+  });
 }
 
 // out = x * sigmoid(g)
@@ -247,12 +255,14 @@ float CrossEntropyForward(float* probs, float* losses, const float* logits, cons
 void CrossEntropyBackward(float* dlogits, const float* probs, const uint8_t* targets, size_t N,
                           size_t V) {
   const float inv_n = 1.0f / static_cast<float>(N);
-  for (size_t r = 0; r < N; ++r) {
-    for (size_t v = 0; v < V; ++v) {
-      const float indicator = v == targets[r] ? 1.0f : 0.0f;
-      dlogits[r * V + v] = (probs[r * V + v] - indicator) * inv_n;
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t v = 0; v < V; ++v) {
+        const float indicator = v == targets[r] ? 1.0f : 0.0f;
+        dlogits[r * V + v] = (probs[r * V + v] - indicator) * inv_n;
+      }
     }
-  }
+  });
 }
 
 }  // namespace lpattn::harness
