@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -20,6 +21,7 @@
 
 #include "bench/peak_fma.h"
 #include "kernels/attention.h"
+#include "kernels/kinterval.h"
 
 namespace lpattn::bench {
 namespace {
@@ -260,14 +262,38 @@ void BM_NaiveForward(benchmark::State& state) {
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
 }
 
+// K-interval forward (spec §2): the statistics pass recomputes Q K^T, but the FLOPs counted
+// are the same useful ones as exact_fwd's, so GFLOPS compare the two kernels' speed directly.
+void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) {
+  const BenchConfig config = ConfigOf(state);
+  ForwardBuffers buffers(config.shape);
+  const size_t rows = buffers.lse.size();
+  std::vector<float> m(rows), R(rows), Z(rows), lse_exact(rows);
+  std::vector<int32_t> argmax(rows), argmin(rows);
+  const ForwardArgs exact = buffers.Args();
+  const KIntervalForwardArgs args{exact.q, exact.k, exact.v, exact.o,
+                                  {m.data(), R.data(), Z.data(), lse_exact.data(), argmax.data(),
+                                   argmin.data()}};
+  for (auto _ : state) {
+    try {
+      KIntervalForward(config.shape, config.options, kint, args);
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      break;
+    }
+  }
+  SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+}
+
 // ---- registration --------------------------------------------------------------------------
 
 // No Iterations() or MinTime() here: Google Benchmark would append "/iterations:n" or
 // "/min_time:t" to the names. A call at T = 4096 takes long enough that one iteration already
 // meets the default min time (a few at most for the fastest of them), which keeps the full
 // suite to a few minutes.
-void RegisterFamily(const char* name, void (*function)(benchmark::State&)) {
-  benchmark::RegisterBenchmark(name, function)
+template <class Function, class... Extra>
+void RegisterFamily(const std::string& name, Function function, Extra... extra) {
+  benchmark::RegisterBenchmark(name.c_str(), function, extra...)
       ->ArgNames({"N", "D", "H", "causal", "threads"})
       ->ArgsProduct({{256, 1024, 4096}, {64, 128}, {kHeads}, {0, 1}, {1, 2}})
       ->UseRealTime()
@@ -278,6 +304,12 @@ const bool kRegistered = [] {
   RegisterFamily("exact_fwd", BM_ExactForward);
   RegisterFamily("exact_bwd", BM_ExactBackward);
   RegisterFamily("naive_fwd", BM_NaiveForward);
+  // The K-interval variants the paper's table turns on (spec/harness.md §4).
+  for (const char* text : {"K=4,round=nearest,ste=weight", "K=4,cal=window,round=nearest,ste=prob",
+                           "K=16,cal=window,ste=weight", "K=32"}) {
+    const KIntervalOptions kint = ParseKInterval(text);
+    RegisterFamily("kint:" + FormatKInterval(kint) + "_fwd", BM_KIntervalForward, kint);
+  }
   return true;
 }();
 

@@ -7,7 +7,6 @@
 #include "kernels/attention.h"
 #include "kernels/attention_problem.h"
 #include "kernels/validate.h"
-#include "tbb/task_arena.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention.cc"
@@ -22,7 +21,7 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 
 void ExactForwardTiled(const AttentionProblem& problem, const ForwardArgs& args) {
-  TiledForward<SoftmaxTransform>(problem, args);
+  TiledForward(problem, args, SoftmaxTransform{args.lse});
 }
 
 void ExactBackwardTiled(const AttentionProblem& problem, const BackwardArgs& args) {
@@ -54,19 +53,6 @@ AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions
   p.sink_logits = options.sink == SinkMode::kLearned ? options.sink_logits : nullptr;
   return p;
 }
-
-namespace {
-// threads == 0 runs in the caller's arena, so an engine that manages TBB keeps control.
-template <class Fn>
-void RunWithThreads(int threads, const Fn& fn) {
-  if (threads <= 0) {
-    fn();
-    return;
-  }
-  tbb::task_arena arena(threads);
-  arena.execute(fn);
-}
-}  // namespace
 
 void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
                   const ForwardArgs& args) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "kernels/attention.h"
+#include "tbb/task_arena.h"
 
 namespace lpattn {
 
@@ -35,6 +36,18 @@ struct AttentionProblem {
 };
 
 AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions& options);
+
+// Runs fn in a TBB arena of `threads` threads; threads == 0 runs it in the caller's arena, so
+// an engine that manages TBB keeps control.
+template <class Fn>
+void RunWithThreads(int threads, const Fn& fn) {
+  if (threads <= 0) {
+    fn();
+    return;
+  }
+  tbb::task_arena arena(threads);
+  arena.execute(fn);
+}
 
 }  // namespace lpattn
 

@@ -6,7 +6,10 @@
 #define LPATTN_KERNELS_KINTERVAL_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+
+#include "kernels/attention.h"
 
 namespace lpattn {
 
@@ -56,6 +59,33 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& options, const dou
 // weight surrogates take the slope exp(u_j) = 1, which is exact softmax's gradient there.
 void KIntervalRowBackward(const KIntervalOptions& options, const double* s, size_t n,
                           const KIntervalRowStats& stats, const double* g, double* ds);
+
+// ---- the SIMD kernel ---------------------------------------------------------------------
+
+// What the forward saves per row for the backward, each [batch, heads, q_len]: the row max m,
+// the window width R, the normaliser Z, lse of the exact softmax (for the prob surrogate), and
+// the argmax and argmin key indices. Rows with no visible key: m = -inf, R = Z = 0.
+struct KIntervalSaved {
+  float* m = nullptr;
+  float* R = nullptr;
+  float* Z = nullptr;
+  float* lse_exact = nullptr;
+  int32_t* argmax = nullptr;
+  int32_t* argmin = nullptr;
+};
+
+struct KIntervalForwardArgs {
+  ConstTensor q, k, v;
+  Tensor o;
+  KIntervalSaved saved;
+};
+
+// §2 forward on the tiled skeleton: a statistics pass, then the weights and P V. Uses
+// options.causal, options.scale and options.threads; a sink is rejected (§2 defines none), as
+// is kv_len >= 2^24 (key indices travel as floats). Throws std::invalid_argument before any
+// work on bad arguments.
+void KIntervalForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const KIntervalOptions& kint, const KIntervalForwardArgs& args);
 
 }  // namespace lpattn
 

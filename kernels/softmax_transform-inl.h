@@ -35,6 +35,9 @@ HWY_INLINE V ExpKeepNaN(D d, V x) {
 }
 
 struct SoftmaxTransform {
+  static constexpr bool kRowStatsPass = false;  // online: one pass with rescaling
+  float* lse = nullptr;                         // [batch, heads, q_len], written by the forward
+
   // Running state of the kTileQ rows of one query tile.
   struct ForwardState {
     HWY_ALIGN float m[kTileQ];  // running max (starts at the sink logit)
@@ -87,12 +90,11 @@ struct SoftmaxTransform {
 
   // §1 forward, end of the row: the output factor 1/Z (0 for a row with nothing, sink
   // included, to normalise) and lse = m + log Z.
-  static void FinishForward(const ForwardState& state, size_t nq, float* out_factor,
-                            float* lse) {
+  void FinishForward(const ForwardState& state, size_t nq, float* out_factor, size_t row) const {
     for (size_t i = 0; i < nq; ++i) {
       const float z = state.z[i];
       out_factor[i] = z > 0.0f ? 1.0f / z : (z == 0.0f ? 0.0f : z);
-      lse[i] = state.m[i] + std::log(z);
+      lse[row + i] = state.m[i] + std::log(z);
     }
   }
 

@@ -9,16 +9,20 @@
 // The backward split means no two tasks write the same dQ, dK or dV rows: no atomics, and the
 // result does not depend on the thread count.
 //
-// A row transform policy provides (see SoftmaxTransform):
+// A row transform policy is an object (its options and where its saved statistics go) that
+// provides (see SoftmaxTransform, KIntervalTransform):
 //   ForwardState, BeginForward(state, has_sink, sink_logit)   per-row state of one query tile
+//   kRowStatsPass: if true, ObserveTile(st, nk, columns, j0, visible, all_visible, state) on
+//       every key tile and then EndObserving(state, columns), before any weight: for weights
+//       that need the final row statistics (K-interval: row max, min, argmax, argmin)
 //   WeighTile(st, nk, columns, visible, all_visible, state, alpha)  scores -> weights in place
 //       on a key-major tile (the first `columns` queries), with a per-row factor that rescales
 //       the output accumulated so far
-//   FinishForward(state, nq, out_factor, saved)                 final output factor, saved stats
+//   FinishForward(state, nq, out_factor, row)    final output factor; saves the statistics of
+//       rows [row, row + nq) of the [batch, heads, q_len] grid
 //   Weight(d, s, saved), ScoreGrad(w, dp, delta)                the backward's elementwise maps
-// A transform whose weights need the final row statistics (K-interval: row max, min, argmax)
-// adds a statistics pass over the key tiles before the weighting pass, and its backward's
-// per-row terms travel with Delta from the query-side pass to the key-side pass.
+// (K-interval's backward, whose per-row terms travel with Delta from the query-side pass to
+// the key-side pass, is still to come.)
 //
 // Per-target include guard: this header is re-included once per Highway target.
 #if defined(LPATTN_KERNELS_TILED_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -201,7 +205,7 @@ HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
 // ---- forward ------------------------------------------------------------------------------
 
 template <class Transform>
-void TiledForward(const AttentionProblem& p, const ForwardArgs& args) {
+void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Transform& tr) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
@@ -215,22 +219,31 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args) {
     PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel);
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
     typename Transform::ForwardState state;
-    Transform::BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f);
+    tr.BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f);
 
     const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
+    if constexpr (Transform::kRowStatsPass) {  // the row statistics before any weight
+      for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+        const size_t nk = std::min(kTileK, p.kv_len - j0);
+        MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
+                      columns, dim);
+        const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+        tr.ObserveTile(scores, nk, columns, j0, ws.visible, all_visible, state);
+      }
+      tr.EndObserving(state, columns);
+    }
     for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
       const size_t nk = std::min(kTileK, p.kv_len - j0);
       MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
                     columns, dim);
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-      Transform::WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
+      tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
       ScaleRows(out, nq, padded_dim, ws.factor);
       const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
       MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
                    ws.range_begin, ws.range_end);
     }
-    float* lse = args.lse + (b * p.heads + h) * p.q_len + i0;
-    Transform::FinishForward(state, nq, ws.factor, lse);
+    tr.FinishForward(state, nq, ws.factor, (b * p.heads + h) * p.q_len + i0);
     StoreRows(out, nq, dim, padded_dim, ws.factor, 1.0f, RowOf(args.o, b, h, i0),
               size_t(args.o.strides.token));
   });

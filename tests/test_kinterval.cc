@@ -13,6 +13,7 @@
 
 #include "kernels/kinterval.h"
 #include "kernels/reference.h"
+#include "tests/attention_case.h"
 
 namespace lpattn {
 namespace {
@@ -286,6 +287,140 @@ TEST(KIntervalReference, RejectsSinks) {
   EXPECT_THROW(ReferenceKIntervalForward(shape, options, KIntervalOptions{}, in),
                std::invalid_argument);
 }
+
+// ---- the SIMD kernel against the reference ---------------------------------------------------
+
+namespace simd {
+
+using test::AttentionCase;
+using test::Layout;
+using test::OwnedTensor;
+
+struct KIntervalRun {
+  OwnedTensor o;
+  std::vector<float> m, R, Z, lse_exact;
+  std::vector<int32_t> argmax, argmin;
+};
+
+KIntervalRun RunKernel(const AttentionCase& c, const KIntervalOptions& kint, Layout layout) {
+  const AttentionShape& s = c.shape;
+  const size_t rows = size_t(s.batch * s.heads * s.q_len);
+  KIntervalRun run{OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout),
+                   std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(rows),
+                   std::vector<float>(rows), std::vector<int32_t>(rows),
+                   std::vector<int32_t>(rows)};
+  KIntervalForwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), run.o.view(),
+                            {run.m.data(), run.R.data(), run.Z.data(), run.lse_exact.data(),
+                             run.argmax.data(), run.argmin.data()}};
+  KIntervalForward(s, c.options, kint, args);
+  return run;
+}
+
+// Per row with a visible key: m, R and argmax/argmin as the reference has them, and O (error
+// over 1 + max |O|) and Z within kRowTolerance. Lerp is continuous in the scores, so every row
+// must match. Nearest jumps where float and double round a coordinate lying within rounding
+// of a half-node differently, which moves one weight by a factor e^{+-h}: up to `flips` rows
+// (1% + 1) may differ there, each still bounded by kFlipTolerance.
+constexpr double kRowTolerance = 1e-5;
+constexpr double kFlipTolerance = 0.5;
+
+void ExpectMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
+                            const std::string& text) {
+  const KIntervalOptions kint = Options(text);
+  const AttentionCase c(shape, causal, SinkMode::kNone, layout);
+  const ReferenceKIntervalForwardResult ref =
+      ReferenceKIntervalForward(shape, c.options, kint, c.DenseInputs());
+  double o_scale = 0.0;
+  for (double x : ref.o) o_scale = std::max(o_scale, std::abs(x));
+  const size_t dim = size_t(shape.head_dim), rows = ref.stats.size();
+  const size_t flips = kint.rounding == KIntervalRounding::kNearest ? rows / 100 + 1 : 0;
+  for (const std::string& target : test::SupportedTargets()) {
+    const test::ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok) << target;
+    const KIntervalRun run = RunKernel(c, kint, layout);
+    const std::vector<double> o = run.o.Dense();
+    const std::string where = text + " on " + target + (causal ? " causal" : " full") + " T" +
+                              std::to_string(shape.q_len) + "x" + std::to_string(shape.kv_len) +
+                              " D" + std::to_string(shape.head_dim);
+    size_t differing = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      double err = 0.0;
+      for (size_t x = 0; x < dim; ++x) {
+        err = std::max(err, std::abs(o[r * dim + x] - ref.o[r * dim + x]) / (1.0 + o_scale));
+      }
+      const KIntervalRowStats& st = ref.stats[r];
+      if (st.Z == 0.0) {  // no visible key: zeros and an empty row
+        EXPECT_EQ(run.Z[r], 0.0f) << where << " row " << r;
+        EXPECT_EQ(err, 0.0) << where << " row " << r;
+        continue;
+      }
+      ASSERT_NEAR(run.m[r], st.m, 1e-5 * (1.0 + std::abs(st.m))) << where << " row " << r;
+      ASSERT_NEAR(run.R[r], st.R, 1e-5 * (1.0 + st.R)) << where << " row " << r;
+      ASSERT_EQ(size_t(run.argmax[r]), st.argmax) << where << " row " << r;
+      ASSERT_EQ(size_t(run.argmin[r]), st.argmin) << where << " row " << r;
+      const double z_err = std::abs(run.Z[r] - st.Z) / st.Z;
+      if (err > kRowTolerance || z_err > kRowTolerance) {
+        ++differing;
+        EXPECT_LE(err, kFlipTolerance) << where << " row " << r;
+      }
+    }
+    EXPECT_LE(differing, flips) << where;
+  }
+}
+
+const char* const kLerpOptions[] = {"K=1", "K=2", "K=4", "K=16", "K=64", "K=4,cal=window",
+                                    "K=16,cal=window,W=2"};
+const char* const kNearestOptions[] = {"K=4,round=nearest,ste=weight",
+                                       "K=16,cal=window,W=3,round=nearest,ste=prob",
+                                       "K=64,round=nearest,ste=weight"};
+
+TEST(KIntervalKernel, MatchesReferenceOverShapes) {
+  for (int64_t t : {1, 2, 7, 64, 65, 257}) {
+    for (int64_t dim : {3, 16, 64, 80}) {
+      for (bool causal : {false, true}) {
+        const AttentionShape shape{1, 2, 1, t, t, dim};
+        for (const char* text : kLerpOptions) {
+          ExpectMatchesReference(shape, causal, Layout::kBHTD, text);
+        }
+        for (const char* text : kNearestOptions) {
+          ExpectMatchesReference(shape, causal, Layout::kBHTD, text);
+        }
+      }
+    }
+  }
+}
+
+TEST(KIntervalKernel, MatchesReferenceOnOtherLayoutsAndLengths) {
+  for (bool causal : {false, true}) {
+    for (const char* text : {"K=4", "K=16,cal=window,W=2", "K=4,round=nearest,ste=weight"}) {
+      ExpectMatchesReference({2, 4, 2, 100, 100, 32}, causal, Layout::kBTHD, text);
+      ExpectMatchesReference({1, 2, 2, 40, 150, 16}, causal, Layout::kBHTD, text);
+      ExpectMatchesReference({1, 2, 1, 150, 40, 24}, causal, Layout::kBHTD, text);
+    }
+  }
+}
+
+TEST(KIntervalKernel, RejectsBadCallsBeforeAnyWork) {
+  const AttentionCase c({1, 1, 1, 4, 4, 8}, false, SinkMode::kNone, Layout::kBHTD);
+  KIntervalOptions bad;
+  bad.K = 0;
+  EXPECT_THROW(RunKernel(c, bad, Layout::kBHTD), std::invalid_argument);
+  AttentionCase with_sink({1, 1, 1, 4, 4, 8}, false, SinkMode::kOffByOne, Layout::kBHTD);
+  EXPECT_THROW(RunKernel(with_sink, KIntervalOptions{}, Layout::kBHTD), std::invalid_argument);
+  std::vector<float> o(32), stats(4);
+  std::vector<int32_t> index(4);
+  KIntervalForwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), {o.data(), ContiguousBHTD(1, 4, 8)},
+                            {stats.data(), stats.data(), nullptr, stats.data(), index.data(),
+                             index.data()}};
+  try {
+    KIntervalForward(c.shape, c.options, KIntervalOptions{}, args);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("saved.Z"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace simd
 
 }  // namespace
 }  // namespace lpattn
