@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "kernels/attention.h"
+#include "kernels/kinterval.h"
 
 #ifndef LPATTN_VERSION_STRING
 #define LPATTN_VERSION_STRING "unknown"
@@ -159,6 +160,27 @@ lpattn_status lpattn_exact_backward(const lpattn_shape* shape, const lpattn_opti
                    args.dv = ToTensor(dv);
                    args.d_sink = d_sink;
                    ExactBackward(s, opts, args);
+                 });
+}
+
+lpattn_status lpattn_kint_forward(const lpattn_shape* shape, const lpattn_options* options,
+                                  const char* kint_options, lpattn_const_tensor q,
+                                  lpattn_const_tensor k, lpattn_const_tensor v, lpattn_tensor o,
+                                  lpattn_kint_saved saved) {
+  using namespace lpattn;
+  return Guarded("lpattn_kint_forward", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   if (kint_options == nullptr) {
+                     throw std::invalid_argument("kint_options is null");
+                   }
+                   KIntervalForwardArgs args;
+                   args.q = ToTensor(q);
+                   args.k = ToTensor(k);
+                   args.v = ToTensor(v);
+                   args.o = ToTensor(o);
+                   args.saved = {saved.m,         saved.R,      saved.Z,
+                                 saved.lse_exact, saved.argmax, saved.argmin};
+                   KIntervalForward(s, opts, ParseKInterval(kint_options), args);
                  });
 }
 

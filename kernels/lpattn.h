@@ -116,6 +116,29 @@ LPATTN_C_API lpattn_status lpattn_exact_backward(
     lpattn_const_tensor d_o, const float* lse, lpattn_tensor dq, lpattn_tensor dk,
     lpattn_tensor dv, float* d_sink);
 
+/* Where the K-interval forward saves its per-row statistics, each [batch, heads, q_len]: the
+ * row max m, the window width R, the normaliser Z, the exact softmax's lse, and the argmax
+ * and argmin key indices. None may be null. */
+typedef struct lpattn_kint_saved {
+  float* m;
+  float* R;
+  float* Z;
+  float* lse_exact;
+  int32_t* argmax;
+  int32_t* argmin;
+} lpattn_kint_saved;
+
+/* §2 K-interval forward: every row's scores on a grid of K + 1 exp values, O = P V.
+ * kint_options is the option text of the harness arm without "kint:", e.g.
+ * "K=4,cal=window,W=8,round=nearest,ste=prob" ("" for the defaults); the surrogate options
+ * matter only to the backward. Sinks are rejected (§2 defines none). Writes o and the saved
+ * statistics. */
+LPATTN_C_API lpattn_status lpattn_kint_forward(const lpattn_shape* shape,
+                                               const lpattn_options* options,
+                                               const char* kint_options, lpattn_const_tensor q,
+                                               lpattn_const_tensor k, lpattn_const_tensor v,
+                                               lpattn_tensor o, lpattn_kint_saved saved);
+
 /* The message of the last call that failed on this thread, or "" if none has. Successful
  * calls do not clear it. The pointer stays valid until the next failing call on this
  * thread. */

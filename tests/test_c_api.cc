@@ -1,6 +1,7 @@
 // The C API (kernels/lpattn.h): defaults, a forward and a backward call on cases whose answer
 // is known in closed form, and the error paths (status, message, outputs untouched).
 #include "kernels/lpattn.h"
+#include "kernels/kinterval.h"
 
 #include <gtest/gtest.h>
 
@@ -349,6 +350,60 @@ TEST(CApi, BackwardHeadDimAboveMaximumIsRejected) {
 }
 
 // The message belongs to the failing call's thread.
+// K-interval forward: the same bits as the C++ entry point, and bad option text rejected
+// with its message before anything is written.
+struct KintSaved {
+  explicit KintSaved(size_t rows)
+      : m(rows, kSentinel), R(rows, kSentinel), Z(rows, kSentinel), lse(rows, kSentinel),
+        argmax(rows, -1), argmin(rows, -1) {}
+  lpattn_kint_saved View() {
+    return {m.data(), R.data(), Z.data(), lse.data(), argmax.data(), argmin.data()};
+  }
+  std::vector<float> m, R, Z, lse;
+  std::vector<int32_t> argmax, argmin;
+};
+
+TEST(CApi, KIntervalForwardMatchesTheCppEntryPoint) {
+  Problem p(MakeShape(1, 2, 1, 9, 9, 8));
+  p.options.causal = 1;
+  KintSaved saved(p.lse.size());
+  ASSERT_EQ(lpattn_kint_forward(&p.shape, &p.options, "K=4,cal=window,W=3,round=nearest,ste=prob",
+                                p.Q(), p.K(), p.V(), p.O(), saved.View()),
+            LPATTN_OK)
+      << lpattn_last_error();
+  std::vector<float> o(p.o.size());
+  KintSaved expected(p.lse.size());
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  const lpattn::AttentionShape shape{1, 2, 1, 9, 9, 8};
+  lpattn::KIntervalForwardArgs args{{p.q.data(), lpattn::ContiguousBHTD(2, 9, 8)},
+                                    {p.k.data(), lpattn::ContiguousBHTD(1, 9, 8)},
+                                    {p.v.data(), lpattn::ContiguousBHTD(1, 9, 8)},
+                                    {o.data(), lpattn::ContiguousBHTD(2, 9, 8)},
+                                    {expected.m.data(), expected.R.data(), expected.Z.data(),
+                                     expected.lse.data(), expected.argmax.data(),
+                                     expected.argmin.data()}};
+  lpattn::KIntervalForward(shape, options,
+                           lpattn::ParseKInterval("K=4,cal=window,W=3,round=nearest,ste=prob"),
+                           args);
+  EXPECT_EQ(p.o, o);
+  EXPECT_EQ(saved.Z, expected.Z);
+  EXPECT_EQ(saved.argmax, expected.argmax);
+  EXPECT_EQ(saved.R[0], 3.0f);
+}
+
+TEST(CApi, KIntervalForwardRejectsBadOptionText) {
+  Problem p(MakeShape(1, 1, 1, 3, 3, 4));
+  KintSaved saved(p.lse.size());
+  ExpectRejected(p, lpattn_kint_forward(&p.shape, &p.options, "K=4,round=nearest,ste=exact",
+                                        p.Q(), p.K(), p.V(), p.O(), saved.View()),
+                 "nearest");
+  ExpectRejected(p, lpattn_kint_forward(&p.shape, &p.options, nullptr, p.Q(), p.K(), p.V(),
+                                        p.O(), saved.View()),
+                 "kint_options");
+  EXPECT_TRUE(std::all_of(saved.Z.begin(), saved.Z.end(), [](float z) { return z == kSentinel; }));
+}
+
 TEST(CApi, LastErrorIsPerThread) {
   Problem p(MakeShape(1, 1, 1, 2, 2, 4));
   p.shape.head_dim = 0;
