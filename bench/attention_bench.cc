@@ -262,18 +262,29 @@ void BM_NaiveForward(benchmark::State& state) {
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
 }
 
-// K-interval forward (spec §2): the statistics pass recomputes Q K^T, but the FLOPs counted
-// are the same useful ones as exact_fwd's, so GFLOPS compare the two kernels' speed directly.
+// K-interval (spec §2): the forward's statistics pass and the backward's terms pass recompute
+// score tiles, but the FLOPs counted are the same useful ones as exact_fwd's and exact_bwd's,
+// so GFLOPS compare the kernels' speed directly.
+struct KIntervalBuffers {
+  KIntervalBuffers(const AttentionShape& s)
+      : forward(s), m(forward.lse.size()), R(m.size()), Z(m.size()), lse_exact(m.size()),
+        argmax(m.size()), argmin(m.size()) {}
+  KIntervalSaved Saved() {
+    return {m.data(), R.data(), Z.data(), lse_exact.data(), argmax.data(), argmin.data()};
+  }
+  KIntervalForwardArgs Args() {
+    const ForwardArgs exact = forward.Args();
+    return {exact.q, exact.k, exact.v, exact.o, Saved()};
+  }
+  ForwardBuffers forward;
+  std::vector<float> m, R, Z, lse_exact;
+  std::vector<int32_t> argmax, argmin;
+};
+
 void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) {
   const BenchConfig config = ConfigOf(state);
-  ForwardBuffers buffers(config.shape);
-  const size_t rows = buffers.lse.size();
-  std::vector<float> m(rows), R(rows), Z(rows), lse_exact(rows);
-  std::vector<int32_t> argmax(rows), argmin(rows);
-  const ForwardArgs exact = buffers.Args();
-  const KIntervalForwardArgs args{exact.q, exact.k, exact.v, exact.o,
-                                  {m.data(), R.data(), Z.data(), lse_exact.data(), argmax.data(),
-                                   argmin.data()}};
+  KIntervalBuffers buffers(config.shape);
+  const KIntervalForwardArgs args = buffers.Args();
   for (auto _ : state) {
     try {
       KIntervalForward(config.shape, config.options, kint, args);
@@ -283,6 +294,28 @@ void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) 
     }
   }
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+}
+
+// One untimed forward provides O and the saved statistics; only the backward is timed.
+void BM_KIntervalBackward(benchmark::State& state, const KIntervalOptions& kint) {
+  const BenchConfig config = ConfigOf(state);
+  const AttentionShape& s = config.shape;
+  KIntervalBuffers buffers(s);
+  std::vector<float> d_o = RandomNormal(QElements(s), 4);
+  std::vector<float> dq(QElements(s)), dk(KvElements(s)), dv(KvElements(s));
+  const ForwardBuffers& f = buffers.forward;
+  const KIntervalBackwardArgs args{{f.q.data(), f.q_strides}, {f.k.data(), f.kv_strides},
+                                   {f.v.data(), f.kv_strides}, {f.o.data(), f.q_strides},
+                                   {d_o.data(), f.q_strides},  buffers.Saved(),
+                                   {dq.data(), f.q_strides},   {dk.data(), f.kv_strides},
+                                   {dv.data(), f.kv_strides}};
+  try {
+    KIntervalForward(s, config.options, kint, buffers.Args());
+    for (auto _ : state) KIntervalBackward(s, config.options, kint, args);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  SetFlopCounters(state, BackwardFlops(s, config.options.causal), config.options.threads);
 }
 
 // ---- registration --------------------------------------------------------------------------
@@ -309,6 +342,7 @@ const bool kRegistered = [] {
                            "K=16,cal=window,ste=weight", "K=32"}) {
     const KIntervalOptions kint = ParseKInterval(text);
     RegisterFamily("kint:" + FormatKInterval(kint) + "_fwd", BM_KIntervalForward, kint);
+    RegisterFamily("kint:" + FormatKInterval(kint) + "_bwd", BM_KIntervalBackward, kint);
   }
   return true;
 }();

@@ -21,11 +21,11 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 
 void ExactForwardTiled(const AttentionProblem& problem, const ForwardArgs& args) {
-  TiledForward(problem, args, SoftmaxTransform{args.lse});
+  TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr});
 }
 
 void ExactBackwardTiled(const AttentionProblem& problem, const BackwardArgs& args) {
-  TiledBackward<SoftmaxTransform>(problem, args);
+  TiledBackward(problem, args, SoftmaxTransform{nullptr, args.lse});
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

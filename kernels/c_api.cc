@@ -85,6 +85,15 @@ Tensor ToTensor(const lpattn_tensor& t) {
   return {t.data, ToStrides(t.batch_stride, t.head_stride, t.token_stride)};
 }
 
+KIntervalSaved ToSaved(const lpattn_kint_saved& s) {
+  return {s.m, s.R, s.Z, s.lse_exact, s.argmax, s.argmin};
+}
+
+KIntervalOptions ParseKIntervalText(const char* text) {
+  if (text == nullptr) throw std::invalid_argument("kint_options is null");
+  return ParseKInterval(text);
+}
+
 // Runs `body`, mapping exceptions to a status and recording the message for this thread.
 template <typename Body>
 lpattn_status Guarded(const char* function, const lpattn_shape* shape,
@@ -170,17 +179,36 @@ lpattn_status lpattn_kint_forward(const lpattn_shape* shape, const lpattn_option
   using namespace lpattn;
   return Guarded("lpattn_kint_forward", shape, options,
                  [&](const AttentionShape& s, const AttentionOptions& opts) {
-                   if (kint_options == nullptr) {
-                     throw std::invalid_argument("kint_options is null");
-                   }
                    KIntervalForwardArgs args;
                    args.q = ToTensor(q);
                    args.k = ToTensor(k);
                    args.v = ToTensor(v);
                    args.o = ToTensor(o);
-                   args.saved = {saved.m,         saved.R,      saved.Z,
-                                 saved.lse_exact, saved.argmax, saved.argmin};
-                   KIntervalForward(s, opts, ParseKInterval(kint_options), args);
+                   args.saved = ToSaved(saved);
+                   KIntervalForward(s, opts, ParseKIntervalText(kint_options), args);
+                 });
+}
+
+lpattn_status lpattn_kint_backward(const lpattn_shape* shape, const lpattn_options* options,
+                                   const char* kint_options, lpattn_const_tensor q,
+                                   lpattn_const_tensor k, lpattn_const_tensor v,
+                                   lpattn_const_tensor o, lpattn_const_tensor d_o,
+                                   lpattn_kint_saved saved, lpattn_tensor dq, lpattn_tensor dk,
+                                   lpattn_tensor dv) {
+  using namespace lpattn;
+  return Guarded("lpattn_kint_backward", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   KIntervalBackwardArgs args;
+                   args.q = ToTensor(q);
+                   args.k = ToTensor(k);
+                   args.v = ToTensor(v);
+                   args.o = ToTensor(o);
+                   args.d_o = ToTensor(d_o);
+                   args.saved = ToSaved(saved);
+                   args.dq = ToTensor(dq);
+                   args.dk = ToTensor(dk);
+                   args.dv = ToTensor(dv);
+                   KIntervalBackward(s, opts, ParseKIntervalText(kint_options), args);
                  });
 }
 

@@ -87,6 +87,20 @@ struct KIntervalForwardArgs {
 void KIntervalForward(const AttentionShape& shape, const AttentionOptions& options,
                       const KIntervalOptions& kint, const KIntervalForwardArgs& args);
 
+// The backward's arguments: the forward's inputs, its output o and saved statistics (read
+// only), d_o; dq, dk, dv are overwritten.
+struct KIntervalBackwardArgs {
+  ConstTensor q, k, v, o, d_o;
+  KIntervalSaved saved;
+  Tensor dq, dk, dv;
+};
+
+// §2 backward under kint.surrogate (with its variants and detach): the elementwise dS on the
+// tiled skeleton, a terms pass for the row sums the surrogate needs, and the calibration
+// terms added at each row's argmax and argmin. The same checks as KIntervalForward.
+void KIntervalBackward(const AttentionShape& shape, const AttentionOptions& options,
+                       const KIntervalOptions& kint, const KIntervalBackwardArgs& args);
+
 }  // namespace lpattn
 
 #endif  // LPATTN_KERNELS_KINTERVAL_H_

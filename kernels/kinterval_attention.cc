@@ -7,6 +7,27 @@
 #include "kernels/kinterval.h"
 #include "kernels/validate.h"
 
+#ifndef LPATTN_KERNELS_KINTERVAL_ATTENTION_ONCE_
+#define LPATTN_KERNELS_KINTERVAL_ATTENTION_ONCE_
+namespace lpattn {
+// The skeleton's view of a K-interval backward call: the saved row max stands where softmax
+// keeps lse (the transform reads all of its statistics from `saved`), no sink.
+inline BackwardArgs ToBackwardArgs(const KIntervalBackwardArgs& a) {
+  BackwardArgs args;
+  args.q = a.q;
+  args.k = a.k;
+  args.v = a.v;
+  args.o = a.o;
+  args.d_o = a.d_o;
+  args.lse = a.saved.m;
+  args.dq = a.dq;
+  args.dk = a.dk;
+  args.dv = a.dv;
+  return args;
+}
+}  // namespace lpattn
+#endif
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/kinterval_attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -21,10 +42,13 @@ namespace HWY_NAMESPACE {
 
 void KIntervalForwardTiled(const AttentionProblem& problem, const KIntervalOptions& kint,
                            const KIntervalForwardArgs& args) {
-  const KIntervalTransform transform{kint.K, kint.calibration == KIntervalCalibration::kWindow,
-                                     float(kint.window),
-                                     kint.rounding == KIntervalRounding::kNearest, args.saved};
-  TiledForward(problem, ForwardArgs{args.q, args.k, args.v, args.o, args.saved.m}, transform);
+  TiledForward(problem, ForwardArgs{args.q, args.k, args.v, args.o, args.saved.m},
+               KIntervalTransform{kint, args.saved});
+}
+
+void KIntervalBackwardTiled(const AttentionProblem& problem, const KIntervalOptions& kint,
+                            const KIntervalBackwardArgs& args) {
+  TiledBackward(problem, ToBackwardArgs(args), KIntervalTransform{kint, args.saved});
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -36,6 +60,7 @@ HWY_AFTER_NAMESPACE();
 namespace lpattn {
 
 HWY_EXPORT(KIntervalForwardTiled);
+HWY_EXPORT(KIntervalBackwardTiled);
 
 namespace {
 
@@ -74,6 +99,16 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads,
                  [&] { HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(problem, kint, args); });
+}
+
+void KIntervalBackward(const AttentionShape& shape, const AttentionOptions& options,
+                       const KIntervalOptions& kint, const KIntervalBackwardArgs& args) {
+  CheckKIntervalCall(shape, options, kint);
+  CheckSaved(args.saved);
+  ValidateBackward(shape, options, ToBackwardArgs(args));
+  const AttentionProblem problem = MakeProblem(shape, options);
+  RunWithThreads(options.threads,
+                 [&] { HWY_DYNAMIC_DISPATCH(KIntervalBackwardTiled)(problem, kint, args); });
 }
 
 }  // namespace lpattn

@@ -29,12 +29,46 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 struct KIntervalTransform {
   static constexpr bool kRowStatsPass = true;  // the grid hangs off the final max and min
+  static constexpr bool kHasRowTerms = true;   // calibration terms, or the prob surrogate's sum
+  // The backward's row: m, R, h, 1/h, e^h - 1, 1/Z, Delta, the exact lse, and c (the prob
+  // surrogate's sum of pi g, from the terms pass).
+  static constexpr size_t kRowParams = 9;
+  enum : size_t { kM, kR, kH, kInvH, kGrowth, kInvZ, kDelta, kLseExact, kC };
 
-  int K;
-  bool window;   // R = W instead of m - a
-  float W;
-  bool nearest;  // nearest node instead of the chord between nodes
+  KIntervalOptions options;
   KIntervalSaved saved;
+
+  bool Window() const { return options.calibration == KIntervalCalibration::kWindow; }
+  bool Nearest() const { return options.rounding == KIntervalRounding::kNearest; }
+
+  // u >= -R. Only the window calibration has entries below it: under minmax every visible
+  // entry is inside by construction, and testing it would drop the argmin wherever a
+  // recomputed score rounds a hair below the forward's row min.
+  template <class D, class V>
+  HWY_INLINE hn::Mask<D> InWindow(D d, V u, V R) const {
+    return Window() ? hn::Ge(u, hn::Neg(R)) : hn::FirstN(d, hn::Lanes(d));
+  }
+
+  // Where u falls on a row's grid: the weight w^ (before the window and degenerate rules),
+  // and for lerp the interval k, theta and E_k.
+  template <class D, class V>
+  struct GridPoint {
+    V w, k, theta, e_k;
+  };
+  template <class D, class V>
+  HWY_INLINE GridPoint<D, V> Place(D d, V u, V R, V h, V inv_h, V growth) const {
+    const auto x = hn::Min(hn::Max(hn::Mul(hn::Add(u, R), inv_h), hn::Zero(d)),
+                           hn::Set(d, float(options.K)));
+    if (Nearest()) {
+      const auto k = hn::Min(hn::Floor(hn::Add(x, hn::Set(d, 0.5f))), hn::Set(d, float(options.K)));
+      const auto e_k = ExpClamped(d, hn::MulSub(k, h, R));
+      return {e_k, k, hn::Zero(d), e_k};
+    }
+    const auto k = hn::Min(hn::Floor(x), hn::Set(d, float(options.K - 1)));
+    const auto theta = hn::Sub(x, k);
+    const auto e_k = ExpClamped(d, hn::MulSub(k, h, R));
+    return {hn::Mul(e_k, hn::MulAdd(theta, growth, hn::Set(d, 1.0f))), k, theta, e_k};
+  }
 
   // The kTileQ rows of one query tile. Key indices are held as floats (exact below 2^24).
   struct ForwardState {
@@ -83,10 +117,10 @@ struct KIntervalTransform {
   void EndObserving(ForwardState& st, size_t columns) const {
     for (size_t i = 0; i < columns; ++i) {
       const bool seen = st.m[i] != -std::numeric_limits<float>::infinity();
-      const float R = !seen ? 0.0f : window ? W : st.m[i] - st.a[i];
+      const float R = !seen ? 0.0f : Window() ? float(options.window) : st.m[i] - st.a[i];
       st.R[i] = R;
-      st.h[i] = R / float(K);
-      st.inv_h[i] = R > 0.0f ? float(K) / R : 0.0f;
+      st.h[i] = R / float(options.K);
+      st.inv_h[i] = R > 0.0f ? float(options.K) / R : 0.0f;
       st.growth[i] = std::expm1(st.h[i]);
     }
   }
@@ -99,31 +133,21 @@ struct KIntervalTransform {
                  float* HWY_RESTRICT alpha) const {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
-    const auto zero = hn::Zero(d), one = hn::Set(d, 1.0f), half = hn::Set(d, 0.5f);
-    const auto last_node = hn::Set(d, float(K)), last_interval = hn::Set(d, float(K - 1));
+    const auto zero = hn::Zero(d), one = hn::Set(d, 1.0f);
     for (size_t i = 0; i < columns; i += N) {
       const auto m = hn::Load(d, st.m + i), R = hn::Load(d, st.R + i);
       const auto h = hn::Load(d, st.h + i), inv_h = hn::Load(d, st.inv_h + i);
       const auto growth = hn::Load(d, st.growth + i);
       const auto degenerate = hn::Eq(R, zero);
-      const auto neg_R = hn::Neg(R);
       const auto limit = hn::LoadU(d, visible + i);
       auto z = hn::Load(d, st.z + i), z_exact = hn::Load(d, st.z_exact + i);
       for (size_t j = 0; j < nk; ++j) {
         float* s_ptr = scores + j * kTileQ + i;
         const auto s = hn::LoadU(d, s_ptr);
         const auto u = hn::Sub(s, m);
-        const auto x = hn::Min(hn::Max(hn::Mul(hn::Add(u, R), inv_h), zero), last_node);
-        hn::Vec<decltype(d)> w;
-        if (nearest) {
-          w = ExpClamped(d, hn::MulSub(hn::Min(hn::Floor(hn::Add(x, half)), last_node), h, R));
-        } else {
-          const auto k = hn::Min(hn::Floor(x), last_interval);
-          w = hn::Mul(ExpClamped(d, hn::MulSub(k, h, R)), hn::MulAdd(hn::Sub(x, k), growth, one));
-        }
-        w = hn::IfThenElse(degenerate, one, w);
+        auto w = hn::IfThenElse(degenerate, one, Place(d, u, R, h, inv_h, growth).w);
         const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
-        w = hn::IfThenElseZero(hn::And(seen, hn::Ge(u, neg_R)), w);
+        w = hn::IfThenElseZero(hn::And(seen, InWindow(d, u, R)), w);
         w = hn::IfThenElse(hn::And(seen, hn::IsNaN(s)), s, w);
         z = hn::Add(z, w);
         z_exact = hn::Add(z_exact, hn::IfThenElseZero(seen, ExpClamped(d, u)));
@@ -146,6 +170,134 @@ struct KIntervalTransform {
       saved.lse_exact[row + i] = st.m[i] + std::log(st.z_exact[i]);
       saved.argmax[row + i] = int32_t(st.argmax[i]);
       saved.argmin[row + i] = int32_t(st.argmin[i]);
+    }
+  }
+
+  // ---- backward (§2) ----
+
+  void RowParams(size_t row, float delta, float* out) const {
+    const float R = saved.R[row], Z = saved.Z[row];
+    out[kM] = saved.m[row];
+    out[kR] = R;
+    out[kH] = R / float(options.K);
+    out[kInvH] = R > 0.0f ? float(options.K) / R : 0.0f;
+    out[kGrowth] = std::expm1(out[kH]);
+    out[kInvZ] = Z > 0.0f ? 1.0f / Z : 0.0f;
+    out[kDelta] = delta;
+    out[kLseExact] = saved.lse_exact[row];
+    out[kC] = delta;
+  }
+
+  // The surrogates that need row sums: the calibration terms of exact and weight (unless
+  // detached), and the sum of pi g of prob at the exact softmax.
+  bool NeedsRowTerms() const {
+    if (options.surrogate == KIntervalSurrogate::kProb) return !options.prob_jacobian_at_grid;
+    return !options.detach_extrema;
+  }
+  size_t Argmax(size_t row) const { return size_t(saved.argmax[row]); }
+  size_t Argmin(size_t row) const { return size_t(saved.argmin[row]); }
+
+  // What every surrogate shares about one entry: the quantized probability p = w^ / Z, its
+  // w^, the grid point, d = (g - Delta) / Z and the masks.
+  template <class D, class V>
+  struct Entry {
+    V p, w_hat, u, d;
+    GridPoint<D, V> at;
+    hn::Mask<D> degenerate, in_window;
+  };
+  template <class D, class V>
+  HWY_INLINE Entry<D, V> Evaluate(D d, V s, V dp, const V* row) const {
+    Entry<D, V> e;
+    e.u = hn::Sub(s, row[kM]);
+    e.at = Place(d, e.u, row[kR], row[kH], row[kInvH], row[kGrowth]);
+    e.degenerate = hn::Eq(row[kR], hn::Zero(d));
+    e.in_window = InWindow(d, e.u, row[kR]);
+    e.w_hat = hn::IfThenElseZero(e.in_window, hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), e.at.w));
+    e.p = hn::IfThenElse(hn::IsNaN(s), s, hn::Mul(e.w_hat, row[kInvZ]));
+    e.d = hn::Mul(hn::Sub(dp, row[kDelta]), row[kInvZ]);
+    return e;
+  }
+  // The exact surrogate's slope dw^/du: the chord's (E_{k+1} - E_k) / h in the window, 0
+  // below it, exp(0) = 1 on a degenerate row.
+  template <class D, class V>
+  HWY_INLINE V ChordSlope(D d, const Entry<D, V>& e, const V* row) const {
+    const auto slope = hn::Mul(hn::Mul(e.at.e_k, row[kGrowth]), row[kInvH]);
+    return hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), hn::IfThenElseZero(e.in_window, slope));
+  }
+  // The weight surrogate's slope: exp(u), or w^ with slope=grid.
+  template <class D, class V>
+  HWY_INLINE V WeightSlope(D d, const Entry<D, V>& e) const {
+    return options.weight_slope_from_grid ? e.w_hat : ExpClamped(d, e.u);
+  }
+
+  // The weight (p, for dV) and dS without the extrema corrections.
+  template <class D, class V>
+  HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) const {
+    const Entry<D, V> e = Evaluate(d, s, dp, row);
+    w = e.p;
+    switch (options.surrogate) {
+      case KIntervalSurrogate::kExact:
+        ds = hn::Mul(e.d, ChordSlope(d, e, row));
+        break;
+      case KIntervalSurrogate::kWeight:
+        ds = hn::Mul(e.d, WeightSlope(d, e));
+        break;
+      case KIntervalSurrogate::kProb:
+        if (options.prob_jacobian_at_grid) {
+          ds = hn::Mul(e.p, hn::Sub(dp, row[kDelta]));
+        } else {
+          ds = hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), hn::Sub(dp, row[kC]));
+        }
+        break;
+    }
+  }
+
+  // Row-sum elements: exact: d w' and (minmax) d dw^/dR; weight: d e; prob: pi g.
+  template <class D, class V>
+  HWY_INLINE void Terms(D d, V s, V dp, const V* row, V& t1, V& t2) const {
+    const Entry<D, V> e = Evaluate(d, s, dp, row);
+    switch (options.surrogate) {
+      case KIntervalSurrogate::kExact: {
+        const auto slope = ChordSlope(d, e, row);
+        t1 = hn::Mul(e.d, slope);
+        if (Window()) break;
+        // dw^/dR at fixed u = (1 - theta)(-(K - k)/K) E_k + theta (-(K - k - 1)/K) E_{k+1}
+        //                     + w' (-u / R), with E_{k+1} = E_k e^h and u / R = u (1/h) / K.
+        const auto inv_k = hn::Set(d, 1.0f / float(options.K)), one = hn::Set(d, 1.0f);
+        const auto frac = hn::Mul(hn::Sub(hn::Set(d, float(options.K)), e.at.k), inv_k);
+        const auto e_next = hn::Mul(e.at.e_k, hn::Add(one, row[kGrowth]));
+        auto dw_dR = hn::Mul(hn::Mul(hn::Sub(one, e.at.theta), hn::Neg(frac)), e.at.e_k);
+        dw_dR = hn::MulAdd(hn::Mul(e.at.theta, hn::Neg(hn::Sub(frac, inv_k))), e_next, dw_dR);
+        dw_dR = hn::MulAdd(slope, hn::Neg(hn::Mul(hn::Mul(e.u, row[kInvH]), inv_k)), dw_dR);
+        const auto active = hn::AndNot(e.degenerate, e.in_window);
+        t2 = hn::IfThenElseZero(active, hn::Mul(e.d, dw_dR));
+        break;
+      }
+      case KIntervalSurrogate::kWeight:
+        t1 = hn::Mul(e.d, WeightSlope(d, e));
+        break;
+      case KIntervalSurrogate::kProb:
+        t1 = hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), dp);
+        break;
+    }
+  }
+
+  // dm = -sum d w' + [minmax] sum d dw^/dR, da = -[minmax] sum d dw^/dR (exact);
+  // dm = -sum d e (weight); c = sum pi g (prob).
+  void FinishTerms(size_t, float t1, float t2, float* row, float* corrections) const {
+    switch (options.surrogate) {
+      case KIntervalSurrogate::kExact:
+        corrections[0] = Window() ? -t1 : -t1 + t2;
+        corrections[1] = Window() ? 0.0f : -t2;
+        break;
+      case KIntervalSurrogate::kWeight:
+        corrections[0] = -t1;
+        corrections[1] = 0.0f;
+        break;
+      case KIntervalSurrogate::kProb:
+        row[kC] = t1;
+        corrections[0] = corrections[1] = 0.0f;
+        break;
     }
   }
 };

@@ -139,6 +139,14 @@ LPATTN_C_API lpattn_status lpattn_kint_forward(const lpattn_shape* shape,
                                                lpattn_const_tensor k, lpattn_const_tensor v,
                                                lpattn_tensor o, lpattn_kint_saved saved);
 
+/* §2 K-interval backward under the surrogate of kint_options (the same text as the forward's).
+ * Inputs: the forward's inputs, its o and saved statistics, and d_o. Overwrites dq, dk, dv. */
+LPATTN_C_API lpattn_status lpattn_kint_backward(
+    const lpattn_shape* shape, const lpattn_options* options, const char* kint_options,
+    lpattn_const_tensor q, lpattn_const_tensor k, lpattn_const_tensor v, lpattn_const_tensor o,
+    lpattn_const_tensor d_o, lpattn_kint_saved saved, lpattn_tensor dq, lpattn_tensor dk,
+    lpattn_tensor dv);
+
 /* The message of the last call that failed on this thread, or "" if none has. Successful
  * calls do not clear it. The pointer stays valid until the next failing call on this
  * thread. */

@@ -36,7 +36,10 @@ HWY_INLINE V ExpKeepNaN(D d, V x) {
 
 struct SoftmaxTransform {
   static constexpr bool kRowStatsPass = false;  // online: one pass with rescaling
-  float* lse = nullptr;                         // [batch, heads, q_len], written by the forward
+  static constexpr bool kHasRowTerms = false;   // dS is elementwise given Delta
+  static constexpr size_t kRowParams = 2;       // the backward's row: lse, Delta
+  float* lse = nullptr;              // [batch, heads, q_len], written by the forward
+  const float* saved_lse = nullptr;  // the same, read by the backward
 
   // Running state of the kTileQ rows of one query tile.
   struct ForwardState {
@@ -98,15 +101,16 @@ struct SoftmaxTransform {
     }
   }
 
-  // §1 backward: p = exp(s - lse) with s already scaled.
-  template <class D, class V>
-  static HWY_INLINE V Weight(D d, V s, V lse) {
-    return ExpKeepNaN(d, hn::Sub(s, lse));
+  void RowParams(size_t row, float delta, float* out) const {
+    out[0] = saved_lse[row];
+    out[1] = delta;
   }
-  // §1 backward: dS = p (dP - Delta).
-  template <class V>
-  static HWY_INLINE V ScoreGrad(V p, V dp, V delta) {
-    return hn::Mul(p, hn::Sub(dp, delta));
+
+  // §1 backward: p = exp(s - lse) with s already scaled, dS = p (dP - Delta).
+  template <class D, class V>
+  static HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) {
+    w = ExpKeepNaN(d, hn::Sub(s, row[0]));
+    ds = hn::Mul(w, hn::Sub(dp, row[1]));
   }
 };
 

@@ -20,9 +20,12 @@
 //       the output accumulated so far
 //   FinishForward(state, nq, out_factor, row)    final output factor; saves the statistics of
 //       rows [row, row + nq) of the [batch, heads, q_len] grid
-//   Weight(d, s, saved), ScoreGrad(w, dp, delta)                the backward's elementwise maps
-// (K-interval's backward, whose per-row terms travel with Delta from the query-side pass to
-// the key-side pass, is still to come.)
+//   kRowParams, RowParams(row, delta, out)      the backward's view of a row, kRowParams floats
+//   WeightAndGrad(d, s, dp, params, w, ds)      the backward's elementwise map: the weight (for
+//       dV) and dS from a score and dP, with the row's parameters as vectors
+//   kHasRowTerms: if true and NeedsRowTerms(), Terms(d, s, dp, params, t1, t2) summed over each
+//       row's visible keys, FinishTerms(row, t1, t2, params, corrections) completing the row's
+//       parameters and its dS corrections at Argmax(row) and Argmin(row) (see the backward)
 //
 // Per-target include guard: this header is re-included once per Highway target.
 #if defined(LPATTN_KERNELS_TILED_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -98,7 +101,9 @@ struct TileWorkspace {
   HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
   uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
   HWY_ALIGN float factor[kTileMax];
-  HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row saved statistics
+  HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
+  static constexpr size_t kMaxRowParams = 12;
+  HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
 };
 
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
@@ -250,91 +255,167 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
 }
 
 // ---- backward -----------------------------------------------------------------------------
+//
+// The transform's backward sees each row through kRowParams floats (softmax: lse and Delta;
+// K-interval: its grid, 1/Z, Delta, ...), built once per call into a [rows x kRowParams]
+// table. Transforms whose dS needs sums over the whole row first (K-interval's calibration
+// terms, the prob surrogate's sum of pi g) get a terms pass that completes their row
+// parameters, and their extrema corrections (dS at each row's argmax and argmin) are added
+// as rank-one updates after the tiled passes.
 
-// Delta_i = dO_i . o_i (summed in double) for the rows [i0, i0 + nq) of head h, into delta[i];
-// returns their share of d(sink), §1.1: d tau = - sum_i A_i Delta_i with A_i = exp(tau - lse_i).
-HWY_INLINE double RowDeltas(const AttentionProblem& p, size_t h, const HeadRows& o,
-                            const HeadRows& d_o, const float* lse, size_t i0, size_t nq,
-                            size_t dim, float* delta) {
-  double sink_share = 0.0;
-  for (size_t i = 0; i < nq; ++i) {
-    double dot = 0.0;
-    for (size_t c = 0; c < dim; ++c) dot += double(d_o.row(i0 + i)[c]) * o.row(i0 + i)[c];
-    delta[i] = float(dot);
-    if (p.has_sink) sink_share -= std::exp(double(p.sink(h)) - lse[i]) * dot;
+// The backward's per-row parameters of every row, and each (batch, head)'s share of d(sink),
+// §1.1: d tau = - sum_i A_i Delta_i with A_i = exp(tau - lse_i).
+template <class Transform>
+void BackwardRowParams(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                       float* params, double* sink_partials) {
+  ParallelTiles(p.batch * p.heads, [&](size_t task, TileWorkspace&) HWY_ATTR {
+    const size_t b = task / p.heads, h = task % p.heads;
+    const HeadRows o = RowsOf(args.o, b, h), d_o = RowsOf(args.d_o, b, h);
+    double sink_share = 0.0;
+    for (size_t i = 0; i < p.q_len; ++i) {
+      double dot = 0.0;  // Delta_i = dO_i . o_i, summed in double
+      for (size_t c = 0; c < p.dim; ++c) dot += double(d_o.row(i)[c]) * o.row(i)[c];
+      const size_t row = task * p.q_len + i;
+      if (p.has_sink) sink_share -= std::exp(double(p.sink(h)) - args.lse[row]) * dot;
+      tr.RowParams(row, float(dot), params + row * Transform::kRowParams);
+    }
+    sink_partials[task] = sink_share;
+  });
+}
+
+// Copies the parameters of rows [row, row + nq) into per-parameter lanes (staged[k][i]),
+// padding rows with zeros, for key-major tiles whose lanes are queries.
+template <class Transform>
+HWY_INLINE void StageRowParams(const float* params, size_t row, size_t nq, TileWorkspace& ws) {
+  for (size_t k = 0; k < Transform::kRowParams; ++k) {
+    for (size_t i = 0; i < kTileQ; ++i) {
+      ws.row_params[k][i] = i < nq ? params[(row + i) * Transform::kRowParams + k] : 0.0f;
+    }
   }
-  return sink_share;
+}
+
+// The staged parameters of lanes [i, i + N) as vectors.
+template <class Transform, class D>
+HWY_INLINE void LoadRowParams(D d, const TileWorkspace& ws, size_t i, hn::Vec<D>* v) {
+  for (size_t k = 0; k < Transform::kRowParams; ++k) v[k] = hn::Load(d, ws.row_params[k] + i);
+}
+
+// A query-side sweep over the key tiles of one query tile: S^T and dP^T tiles (keys x
+// queries), visit(scores, grads, nk, j0, all_visible) with the visibility limits in ws.
+template <class Visit>
+HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& args, size_t b,
+                               size_t h, size_t i0, size_t nq, TileWorkspace& ws,
+                               const Visit& visit) {
+  const size_t dim = p.dim;
+  const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
+  const HeadRows k = RowsOf(args.k, b, h / p.group()), v = RowsOf(args.v, b, h / p.group());
+  PackTransposed(q, i0, nq, dim, p.scale, kTileQ, ws.panel_a.get());
+  PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, ws.panel_b.get());
+  const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
+  for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+    const size_t nk = std::min(kTileK, p.kv_len - j0);
+    MatMul<false>({k.row(j0), k.token_stride, 1}, {ws.panel_a.get(), kTileQ},
+                  {ws.scores.get(), kTileQ}, nk, columns, dim);
+    MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
+                  {ws.grads.get(), kTileQ}, nk, columns, dim);
+    const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+    visit(ws.scores.get(), ws.grads.get(), nk, j0, columns, all_visible);
+  }
+}
+
+// The terms pass: each row's sums over its visible keys of the transform's term elements,
+// which FinishTerms turns into the row's remaining parameters and extrema corrections.
+template <class Transform>
+void RowTermsPass(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                  float* params, float* corrections) {
+  const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
+    const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
+    const size_t row = (b * p.heads + h) * p.q_len + i0;
+    StageRowParams<Transform>(params, row, nq, ws);
+    std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
+    std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
+    QuerySideSweep(p, args, b, h, i0, nq, ws,
+                   [&](const float* scores, const float* grads, size_t nk, size_t, size_t columns,
+                       bool all_visible) HWY_ATTR {
+      hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+      for (size_t i = 0; i < columns; i += N) {
+        LoadRowParams<Transform>(d, ws, i, row_params);
+        const auto limit = hn::Load(d, ws.visible + i);
+        auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
+        for (size_t j = 0; j < nk; ++j) {
+          auto t1 = hn::Zero(d), t2 = hn::Zero(d);
+          tr.Terms(d, hn::LoadU(d, scores + j * kTileQ + i), hn::LoadU(d, grads + j * kTileQ + i),
+                   row_params, t1, t2);
+          const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
+          sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
+          sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
+        }
+        hn::Store(sum1, d, ws.row_a + i);
+        hn::Store(sum2, d, ws.row_b + i);
+      }
+    });
+    for (size_t i = 0; i < nq; ++i) {
+      tr.FinishTerms(row + i, ws.row_a[i], ws.row_b[i], params + (row + i) * Transform::kRowParams,
+                     corrections + 2 * (row + i));
+    }
+  });
 }
 
 // One query's row of a query-major tile (keys along vectors, `width` of them): the weights of
 // its first `limit` keys (zero beyond) over the scores, dS over dP.
 template <class Transform>
-HWY_INLINE void WeighRowAndGrad(float* HWY_RESTRICT weights, float* HWY_RESTRICT grads,
-                                size_t width, size_t limit, float lse, float delta) {
+HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights,
+                                float* HWY_RESTRICT grads, size_t width, size_t limit,
+                                const float* row_params) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  const auto lse_v = hn::Set(d, lse), delta_v = hn::Set(d, delta);
+  hn::Vec<decltype(d)> params[Transform::kRowParams];
+  for (size_t k = 0; k < Transform::kRowParams; ++k) params[k] = hn::Set(d, row_params[k]);
   for (size_t j = 0; j < width; j += N) {
-    auto w = Transform::Weight(d, hn::LoadU(d, weights + j), lse_v);
-    w = hn::IfThenElseZero(hn::FirstN(d, limit > j ? limit - j : 0), w);
-    hn::StoreU(w, d, weights + j);
-    hn::StoreU(Transform::ScoreGrad(w, hn::LoadU(d, grads + j), delta_v), d, grads + j);
+    auto w = hn::Zero(d), ds = hn::Zero(d);
+    tr.WeightAndGrad(d, hn::LoadU(d, weights + j), hn::LoadU(d, grads + j), params, w, ds);
+    const auto seen = hn::FirstN(d, limit > j ? limit - j : 0);
+    hn::StoreU(hn::IfThenElseZero(seen, w), d, weights + j);
+    hn::StoreU(hn::IfThenElseZero(seen, ds), d, grads + j);
   }
 }
 
-// Query side: Delta_i = dO_i . o_i, dQ, and each tile's share of d(sink).
+// Query side: dQ += dS K, one task per (batch, head, query tile).
 template <class Transform>
-void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, float* delta_out,
-                          double* sink_partials) {
+void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                          const float* params) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
-    const HeadRows q = RowsOf(args.q, b, h), o = RowsOf(args.o, b, h), d_o = RowsOf(args.d_o, b, h);
     const HeadRows k = RowsOf(args.k, b, h / p.group());
-    const HeadRows v = RowsOf(args.v, b, h / p.group());
-    float* q_panel = ws.panel_a.get();
-    float* do_panel = ws.panel_b.get();
-    float* scores = ws.scores.get();
-    float* grads = ws.grads.get();
     float* dq = ws.acc_a.get();
-    PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel);
-    PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, do_panel);
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
-
-    const float* lse = args.lse + (b * p.heads + h) * p.q_len + i0;
-    float* delta = delta_out + (b * p.heads + h) * p.q_len + i0;
-    sink_partials[task] = RowDeltas(p, h, o, d_o, lse, i0, nq, dim, delta);
-    // Saved row statistics; padding rows get values that keep their (unused) lanes finite.
-    std::copy(lse, lse + nq, ws.row_a);
-    std::copy(delta, delta + nq, ws.row_b);
-    std::fill(ws.row_a + nq, ws.row_a + kTileQ, 0.0f);
-    std::fill(ws.row_b + nq, ws.row_b + kTileQ, 0.0f);
-
-    const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
-    for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
-      const size_t nk = std::min(kTileK, p.kv_len - j0);
-      MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
-                    columns, dim);
-      MatMul<false>({v.row(j0), v.token_stride, 1}, {do_panel, kTileQ}, {grads, kTileQ}, nk,
-                    columns, dim);
-      const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+    StageRowParams<Transform>(params, (b * p.heads + h) * p.q_len + i0, nq, ws);
+    QuerySideSweep(p, args, b, h, i0, nq, ws,
+                   [&](float* scores, float* grads, size_t nk, size_t j0, size_t columns,
+                       bool all_visible) HWY_ATTR {
+      hn::Vec<decltype(d)> row_params[Transform::kRowParams];
       for (size_t i = 0; i < columns; i += N) {
-        const auto lse_v = hn::Load(d, ws.row_a + i), delta_v = hn::Load(d, ws.row_b + i);
+        LoadRowParams<Transform>(d, ws, i, row_params);
         const auto limit = hn::Load(d, ws.visible + i);
         for (size_t j = 0; j < nk; ++j) {
-          auto w = Transform::Weight(d, hn::LoadU(d, scores + j * kTileQ + i), lse_v);
-          if (!all_visible) w = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), w);
-          const auto ds = Transform::ScoreGrad(w, hn::LoadU(d, grads + j * kTileQ + i), delta_v);
+          auto w = hn::Zero(d), ds = hn::Zero(d);
+          tr.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
+                           hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
+          if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
           hn::StoreU(ds, d, grads + j * kTileQ + i);
         }
       }
       const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
       MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
                    ws.range_end);
-    }
+    });
     StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
               size_t(args.dq.strides.token));
   });
@@ -372,7 +453,8 @@ HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& arg
 // Key side: dK and dV of one key tile, summed over the query heads of its GQA group and all
 // query tiles in a fixed order.
 template <class Transform>
-void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, const float* delta_in) {
+void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                       const float* params) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
   ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
@@ -384,20 +466,19 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
       const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
-      const float* lse = args.lse + (b * p.heads + h) * p.q_len;
-      const float* delta = delta_in + (b * p.heads + h) * p.q_len;
+      const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       for (size_t i0 = first_query / kTileQ * kTileQ; i0 < p.q_len; i0 += kTileQ) {
         const size_t nq = std::min(kTileQ, p.q_len - i0);
         MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
                       kTileK, dim);
         MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {v_panel, kTileK}, {grads, kTileK},
                       nq, kTileK, dim);
-        // Rows are queries here: per-row statistics are broadcast, keys run along vectors.
+        // Rows are queries here: per-row parameters are broadcast, keys run along vectors.
         for (size_t i = 0; i < nq; ++i) {
           const size_t end = p.VisibleEnd(i0 + i);
           const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
-          WeighRowAndGrad<Transform>(weights + i * kTileK, grads + i * kTileK, kTileK, limit,
-                                     lse[i0 + i], delta[i0 + i]);
+          WeighRowAndGrad(tr, weights + i * kTileK, grads + i * kTileK, kTileK, limit,
+                          head_params + (i0 + i) * Transform::kRowParams);
         }
         // Key j of the tile is seen by the tile's queries [begin_j, nq).
         for (size_t j = 0; j < nk; ++j) {
@@ -426,8 +507,8 @@ HWY_INLINE bool FitsOneTile(const AttentionProblem& p) {
 }
 
 template <class Transform>
-void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args,
-                       double* sink_partials) {
+void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                       const float* params) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim), nq = p.q_len, nk = p.kv_len;
   const hn::ScalableTag<float> d;
   const size_t width = hwy::RoundUpTo(nk, hn::Lanes(d));  // keys along vectors
@@ -438,19 +519,16 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args,
     float* dq = ws.acc_c.get();
 
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
-      const HeadRows q = RowsOf(args.q, b, h), o = RowsOf(args.o, b, h);
-      const HeadRows d_o = RowsOf(args.d_o, b, h);
-      const float* lse = args.lse + (b * p.heads + h) * p.q_len;
-      float* delta = ws.row_b;
-      sink_partials[b * p.heads + h] = RowDeltas(p, h, o, d_o, lse, 0, nq, dim, delta);
+      const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
+      const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       MatMul<false>({q.row(0), q.token_stride, 1}, {k_panel, width}, {weights, width}, nq, width,
                     dim);
       MatMul<false>({d_o.row(0), d_o.token_stride, 1}, {v_panel, width}, {grads, width}, nq,
                     width, dim);
       for (size_t i = 0; i < nq; ++i) {
         const size_t limit = std::min(p.VisibleEnd(i), nk);
-        WeighRowAndGrad<Transform>(weights + i * width, grads + i * width, width, limit, lse[i],
-                                   delta[i]);
+        WeighRowAndGrad(tr, weights + i * width, grads + i * width, width, limit,
+                        head_params + i * Transform::kRowParams);
         ws.range_begin[i] = 0;  // query i reads keys [0, limit)
         ws.range_end[i] = uint32_t(limit);
       }
@@ -472,25 +550,65 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args,
   });
 }
 
-// Full backward: short sequences in one pass; otherwise the query side first (it produces
-// Delta), then the key side.
+// dS's extrema corrections as rank-one updates: for each row, dm at its argmax key and da at
+// its argmin key, so dQ_i += scale (dm k_argmax + da k_argmin) and dK_argmax += scale dm q_i,
+// dK_argmin += scale da q_i. One task per (batch, kv head) writes its keys' dK and its heads'
+// dQ rows, in row order.
 template <class Transform>
-void TiledBackward(const AttentionProblem& p, const BackwardArgs& args) {
-  const size_t q_tiles = FitsOneTile(p) ? 1 : hwy::DivCeil(p.q_len, kTileQ);
-  std::vector<double> sink_partials(p.batch * p.heads * q_tiles);
+void ExtremaCorrections(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                        const float* corrections) {
+  ParallelTiles(p.batch * p.kv_heads, [&](size_t task, TileWorkspace&) {
+    const size_t b = task / p.kv_heads, kv_head = task % p.kv_heads;
+    const HeadRows k = RowsOf(args.k, b, kv_head);
+    for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
+      const HeadRows q = RowsOf(args.q, b, h);
+      for (size_t i = 0; i < p.q_len; ++i) {
+        const size_t row = (b * p.heads + h) * p.q_len + i;
+        const float terms[2] = {p.scale * corrections[2 * row], p.scale * corrections[2 * row + 1]};
+        const size_t keys[2] = {tr.Argmax(row), tr.Argmin(row)};
+        float* dq = RowOf(args.dq, b, h, i);
+        for (size_t e = 0; e < 2; ++e) {
+          if (terms[e] == 0.0f) continue;
+          float* dk = RowOf(args.dk, b, kv_head, keys[e]);
+          for (size_t c = 0; c < p.dim; ++c) {
+            dq[c] += terms[e] * k.row(keys[e])[c];
+            dk[c] += terms[e] * q.row(i)[c];
+          }
+        }
+      }
+    }
+  });
+}
+
+// Full backward: the row parameters (and, if the transform needs them, its row terms), then
+// short sequences in one pass, long ones as the query side and then the key side, then the
+// transform's extrema corrections.
+template <class Transform>
+void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr) {
+  const size_t rows = p.batch * p.heads * p.q_len;
+  std::vector<float> params(rows * Transform::kRowParams);
+  std::vector<double> sink_partials(p.batch * p.heads);
+  BackwardRowParams(p, args, tr, params.data(), sink_partials.data());
+  std::vector<float> corrections;
+  if constexpr (Transform::kHasRowTerms) {
+    if (tr.NeedsRowTerms()) {
+      corrections.assign(2 * rows, 0.0f);
+      RowTermsPass(p, args, tr, params.data(), corrections.data());
+    }
+  }
   if (FitsOneTile(p)) {
-    WholeHeadBackward<Transform>(p, args, sink_partials.data());
+    WholeHeadBackward(p, args, tr, params.data());
   } else {
-    std::vector<float> delta(p.batch * p.heads * p.q_len);
-    TiledBackwardQueries<Transform>(p, args, delta.data(), sink_partials.data());
-    TiledBackwardKeys<Transform>(p, args, delta.data());
+    TiledBackwardQueries(p, args, tr, params.data());
+    TiledBackwardKeys(p, args, tr, params.data());
+  }
+  if constexpr (Transform::kHasRowTerms) {
+    if (!corrections.empty()) ExtremaCorrections(p, args, tr, corrections.data());
   }
   if (p.sink_logits != nullptr && args.d_sink != nullptr) {  // learned sinks only
     for (size_t h = 0; h < p.heads; ++h) {
       double sum = 0.0;  // a fixed summation order: the result is thread-count independent
-      for (size_t b = 0; b < p.batch; ++b) {
-        for (size_t t = 0; t < q_tiles; ++t) sum += sink_partials[(b * p.heads + h) * q_tiles + t];
-      }
+      for (size_t b = 0; b < p.batch; ++b) sum += sink_partials[b * p.heads + h];
       args.d_sink[h] = float(sum);
     }
   }

@@ -404,6 +404,38 @@ TEST(CApi, KIntervalForwardRejectsBadOptionText) {
   EXPECT_TRUE(std::all_of(saved.Z.begin(), saved.Z.end(), [](float z) { return z == kSentinel; }));
 }
 
+// The backward through the C API: the same bits as the C++ entry point.
+TEST(CApi, KIntervalBackwardMatchesTheCppEntryPoint) {
+  Problem p(MakeShape(1, 2, 1, 9, 9, 8));
+  const char* text = "K=4,ste=weight";
+  KintSaved saved(p.lse.size());
+  ASSERT_EQ(lpattn_kint_forward(&p.shape, &p.options, text, p.Q(), p.K(), p.V(), p.O(),
+                                saved.View()),
+            LPATTN_OK);
+  const std::vector<float> d_o = Filled(p.QSize(), 4);
+  std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
+  ASSERT_EQ(lpattn_kint_backward(&p.shape, &p.options, text, p.Q(), p.K(), p.V(),
+                                 ConstView(p.o, 2, 9, 8), ConstView(d_o, 2, 9, 8), saved.View(),
+                                 View(dq, 2, 9, 8), View(dk, 1, 9, 8), View(dv, 1, 9, 8)),
+            LPATTN_OK)
+      << lpattn_last_error();
+  std::vector<float> dq2(p.QSize()), dk2(p.KSize()), dv2(p.KSize());
+  const auto q_strides = lpattn::ContiguousBHTD(2, 9, 8), kv_strides = lpattn::ContiguousBHTD(1, 9, 8);
+  lpattn::KIntervalBackwardArgs args{{p.q.data(), q_strides},   {p.k.data(), kv_strides},
+                                     {p.v.data(), kv_strides},  {p.o.data(), q_strides},
+                                     {d_o.data(), q_strides},
+                                     {saved.m.data(), saved.R.data(), saved.Z.data(),
+                                      saved.lse.data(), saved.argmax.data(), saved.argmin.data()},
+                                     {dq2.data(), q_strides},   {dk2.data(), kv_strides},
+                                     {dv2.data(), kv_strides}};
+  lpattn::KIntervalBackward({1, 2, 1, 9, 9, 8}, lpattn::AttentionOptions{},
+                            lpattn::ParseKInterval(text), args);
+  EXPECT_EQ(dq, dq2);
+  EXPECT_EQ(dk, dk2);
+  EXPECT_EQ(dv, dv2);
+  EXPECT_TRUE(std::any_of(dq.begin(), dq.end(), [](float x) { return x != 0.0f; }));
+}
+
 TEST(CApi, LastErrorIsPerThread) {
   Problem p(MakeShape(1, 1, 1, 2, 2, 4));
   p.shape.head_dim = 0;

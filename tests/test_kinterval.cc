@@ -400,6 +400,118 @@ TEST(KIntervalKernel, MatchesReferenceOnOtherLayoutsAndLengths) {
   }
 }
 
+// Rows of a [rows x dim] gradient whose error exceeds kRowTolerance (over 1 + max |ref|), and
+// the largest error of any row.
+struct RowErrors {
+  size_t bad = 0;
+  double worst = 0.0;
+};
+RowErrors CompareRows(const std::vector<double>& kernel, const std::vector<double>& ref,
+                      size_t dim) {
+  double scale = 0.0;
+  for (double x : ref) scale = std::max(scale, std::abs(x));
+  RowErrors e;
+  for (size_t r = 0; r < ref.size() / dim; ++r) {
+    double err = 0.0;
+    for (size_t c = 0; c < dim; ++c) {
+      err = std::max(err, std::abs(kernel[r * dim + c] - ref[r * dim + c]) / (1.0 + scale));
+      if (std::isnan(kernel[r * dim + c]) != std::isnan(ref[r * dim + c])) err = INFINITY;
+    }
+    e.bad += err > kRowTolerance ? 1 : 0;
+    e.worst = std::max(e.worst, err);
+  }
+  return e;
+}
+
+// dQ, dK, dV of the kernel (after its own forward) against the reference backward, row by row
+// within kRowTolerance. Two places are discontinuous, and float and double may land on either
+// side: a score within rounding of an interior node under the exact surrogate (the chord's
+// slope jumps there), and the half-nodes of nearest (the weight jumps). Each such entry moves
+// one dQ row and one dK row (and, for nearest, one dV row), so those may differ in up to
+// 1% + 2 of their rows, each within kFlipTolerance; everything else must match.
+void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
+                                    const std::string& text) {
+  const KIntervalOptions kint = Options(text);
+  const bool nearest = kint.rounding == KIntervalRounding::kNearest;
+  const bool jumps = nearest || kint.surrogate == KIntervalSurrogate::kExact;
+  const AttentionCase c(shape, causal, SinkMode::kNone, layout);
+  const ReferenceGradients ref =
+      ReferenceKIntervalBackward(shape, c.options, kint, c.DenseInputs(), c.d_o.Dense());
+  const size_t dim = size_t(shape.head_dim);
+  for (const std::string& target : test::SupportedTargets()) {
+    const test::ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok) << target;
+    KIntervalRun run = RunKernel(c, kint, layout);
+    OwnedTensor dq(shape.batch, shape.heads, shape.q_len, shape.head_dim, layout);
+    OwnedTensor dk(shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim, layout);
+    OwnedTensor dv(shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim, layout);
+    KIntervalBackwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), run.o.cview(),
+                               c.d_o.cview(),
+                               {run.m.data(), run.R.data(), run.Z.data(), run.lse_exact.data(),
+                                run.argmax.data(), run.argmin.data()},
+                               dq.view(), dk.view(), dv.view()};
+    KIntervalBackward(shape, c.options, kint, args);
+    const std::string where = text + " on " + target + (causal ? " causal" : " full") + " T" +
+                              std::to_string(shape.q_len) + "x" + std::to_string(shape.kv_len) +
+                              " D" + std::to_string(shape.head_dim);
+    const struct {
+      const char* name;
+      RowErrors errors;
+      size_t rows;
+      bool may_jump;
+    } grads[] = {{"dq", CompareRows(dq.Dense(), ref.dq, dim), ref.dq.size() / dim, jumps},
+                 {"dk", CompareRows(dk.Dense(), ref.dk, dim), ref.dk.size() / dim, jumps},
+                 {"dv", CompareRows(dv.Dense(), ref.dv, dim), ref.dv.size() / dim, nearest}};
+    for (const auto& g : grads) {
+      const size_t allowed = g.may_jump ? g.rows / 100 + 2 : 0;
+      EXPECT_LE(g.errors.bad, allowed) << g.name << " " << where << " worst " << g.errors.worst;
+      EXPECT_LE(g.errors.worst, g.may_jump ? kFlipTolerance : kRowTolerance)
+          << g.name << " " << where;
+    }
+  }
+}
+
+// Every surrogate and variant, lerp and nearest, short sequences (the whole-head backward)
+// and long ones (the query and key passes).
+TEST(KIntervalKernel, BackwardMatchesReference) {
+  const char* const options[] = {
+      "K=4",           "K=16,cal=window,W=3",         "K=4,detach=1",
+      "K=1",           "K=4,ste=weight",              "K=4,cal=window,ste=weight,slope=grid",
+      "K=4,ste=prob",  "K=16,ste=prob,jac=grid",      "K=4,round=nearest,ste=weight",
+      "K=4,cal=window,W=3,round=nearest,ste=prob",    "K=64,ste=weight,detach=1"};
+  for (const char* text : options) {
+    for (bool causal : {false, true}) {
+      ExpectBackwardMatchesReference({1, 2, 1, 33, 33, 16}, causal, Layout::kBHTD, text);
+      ExpectBackwardMatchesReference({1, 2, 1, 130, 130, 24}, causal, Layout::kBHTD, text);
+    }
+  }
+  for (bool causal : {false, true}) {
+    ExpectBackwardMatchesReference({2, 4, 2, 70, 120, 32}, causal, Layout::kBTHD, "K=4");
+    ExpectBackwardMatchesReference({1, 2, 2, 150, 40, 8}, causal, Layout::kBHTD, "K=8,ste=prob");
+    ExpectBackwardMatchesReference({1, 1, 1, 1, 1, 3}, causal, Layout::kBHTD, "K=4");
+  }
+}
+
+// The same bits for 1 and 3 threads, forward and backward (fixed tiles, one writer per row).
+TEST(KIntervalKernel, ResultsDoNotDependOnTheThreadCount) {
+  AttentionCase c({2, 4, 2, 150, 150, 32}, true, SinkMode::kNone, Layout::kBHTD);
+  const KIntervalOptions kint = Options("K=4");
+  std::vector<std::vector<float>> results[2];
+  for (int t = 0; t < 2; ++t) {
+    c.options.threads = t == 0 ? 1 : 3;
+    KIntervalRun run = RunKernel(c, kint, Layout::kBHTD);
+    OwnedTensor dq(2, 4, 150, 32, Layout::kBHTD), dk(2, 2, 150, 32, Layout::kBHTD),
+        dv(2, 2, 150, 32, Layout::kBHTD);
+    KIntervalBackward(c.shape, c.options, kint,
+                      {c.q.cview(), c.k.cview(), c.v.cview(), run.o.cview(), c.d_o.cview(),
+                       {run.m.data(), run.R.data(), run.Z.data(), run.lse_exact.data(),
+                        run.argmax.data(), run.argmin.data()},
+                       dq.view(), dk.view(), dv.view()});
+    results[t] = {run.o.storage, dq.storage, dk.storage, dv.storage};
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
 TEST(KIntervalKernel, RejectsBadCallsBeforeAnyWork) {
   const AttentionCase c({1, 1, 1, 4, 4, 8}, false, SinkMode::kNone, Layout::kBHTD);
   KIntervalOptions bad;
