@@ -1,13 +1,16 @@
-// The attention arms of spec/harness.md §1 that run on exact softmax attention: `exact`,
-// `sink` (a learnable per-head sink logit, init 0), `offbyone` (the sink fixed at 0) and
-// `outgate` (o'_i = o_i * sigmoid(x_i W_g + b_g), per head and channel; Qiu et al. 2025, G1).
+// The attention arms of spec/harness.md §1: on exact softmax attention `exact`, `sink` (a
+// learnable per-head sink logit, init 0), `offbyone` (the sink fixed at 0) and `outgate`
+// (o'_i = o_i * sigmoid(x_i W_g + b_g), per head and channel; Qiu et al. 2025, G1); and
+// `kint:<options>`, K-interval attention (spec/kernels.md §2).
 #include "harness/attention_arm.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "harness/layers.h"
 #include "kernels/attention.h"
+#include "kernels/kinterval.h"
 
 namespace lpattn::harness {
 namespace {
@@ -118,6 +121,60 @@ class OutputGateArm : public AttentionArm {
   SoftmaxArm inner_{"exact", SinkMode::kNone};
 };
 
+// Causal K-interval attention, forward and backward through lpattn's kernels, with the
+// options of the spec after "kint:". No parameters. Saved activations per row [B, H, T]: m, R,
+// Z, the exact lse, and the argmax and argmin key indices (int32, stored bytewise in floats).
+class KIntervalArm : public AttentionArm {
+ public:
+  KIntervalArm(std::string name, const KIntervalOptions& options)
+      : name_(std::move(name)), options_(options) {}
+  std::string Name() const override { return name_; }
+  std::vector<ArmParam> LayerParams(const ModelConfig&) const override { return {}; }
+  size_t ActivationFloats(const ArmShape& s) const override { return 6 * Rows(s); }
+
+  void Forward(const ArmShape& s, const float*, const float* qkv, const float*, float* act,
+               float* out) const override {
+    const Strides in = QkvStrides(s);
+    std::vector<int32_t> argmax(Rows(s)), argmin(Rows(s));
+    KIntervalForward(KernelShape(s), Options(), options_,
+                     {{qkv, in}, {qkv + s.C, in}, {qkv + 2 * s.C, in}, {out, OutStrides(s)},
+                      Saved(s, act, argmax.data(), argmin.data())});
+    std::memcpy(act + 4 * Rows(s), argmax.data(), Rows(s) * sizeof(int32_t));
+    std::memcpy(act + 5 * Rows(s), argmin.data(), Rows(s) * sizeof(int32_t));
+  }
+
+  void Backward(const ArmShape& s, const float*, float*, const float* qkv, const float*,
+                const float* act, const float* out, const float* dout, float* dqkv,
+                float*) const override {
+    const Strides in = QkvStrides(s), o = OutStrides(s);
+    std::vector<int32_t> argmax(Rows(s)), argmin(Rows(s));
+    std::memcpy(argmax.data(), act + 4 * Rows(s), Rows(s) * sizeof(int32_t));
+    std::memcpy(argmin.data(), act + 5 * Rows(s), Rows(s) * sizeof(int32_t));
+    // The kernel only reads the saved statistics in the backward.
+    float* saved = const_cast<float*>(act);
+    KIntervalBackward(KernelShape(s), Options(), options_,
+                      {{qkv, in}, {qkv + s.C, in}, {qkv + 2 * s.C, in}, {out, o}, {dout, o},
+                       Saved(s, saved, argmax.data(), argmin.data()), {dqkv, in},
+                       {dqkv + s.C, in}, {dqkv + 2 * s.C, in}});
+  }
+
+ private:
+  static size_t Rows(const ArmShape& s) { return s.B * s.n_head * s.T; }
+  static KIntervalSaved Saved(const ArmShape& s, float* act, int32_t* argmax, int32_t* argmin) {
+    return {act, act + Rows(s), act + 2 * Rows(s), act + 3 * Rows(s), argmax, argmin};
+  }
+  static AttentionOptions Options() {
+    AttentionOptions options;
+    options.causal = true;
+    return options;  // threads = 0: the trainer's arena
+  }
+
+  std::string name_;
+  KIntervalOptions options_;
+};
+
+constexpr char kKIntervalPrefix[] = "kint:";
+
 }  // namespace
 
 std::vector<std::string> KnownArms() { return {"exact", "sink", "offbyone", "outgate"}; }
@@ -127,14 +184,18 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
   if (spec == "sink") return std::make_unique<SoftmaxArm>("sink", SinkMode::kLearned);
   if (spec == "offbyone") return std::make_unique<SoftmaxArm>("offbyone", SinkMode::kOffByOne);
   if (spec == "outgate") return std::make_unique<OutputGateArm>();
+  if (spec.rfind(kKIntervalPrefix, 0) == 0) {
+    try {
+      return std::make_unique<KIntervalArm>(
+          spec, ParseKInterval(spec.substr(sizeof kKIntervalPrefix - 1)));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
+    }
+  }
   std::string known;
-  for (const std::string& name : KnownArms()) known += (known.empty() ? "" : ", ") + name;
-  throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known + ")");
-}
-
-bool IsKnownArm(const std::string& spec) {
-  const std::vector<std::string> known = KnownArms();
-  return std::find(known.begin(), known.end(), spec) != known.end();
+  for (const std::string& name : KnownArms()) known += name + ", ";
+  throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known +
+                              "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob)");
 }
 
 }  // namespace lpattn::harness

@@ -46,10 +46,11 @@ class AttentionArm {
                         float* dqkv, float* dx) const = 0;
 };
 
-// Parses an arm spec ("exact", "sink", "offbyone", "outgate"; later "kint:K=4,...") into an
-// arm. Throws std::invalid_argument listing the known arms for anything else.
+// Parses an arm spec ("exact", "sink", "offbyone", "outgate", "kint:K=4,cal=window,...") into
+// an arm. Throws std::invalid_argument naming the problem: an unknown arm (listing the known
+// ones) or bad K-interval options.
 std::unique_ptr<AttentionArm> MakeArm(const std::string& spec);
-bool IsKnownArm(const std::string& spec);
+// The arms without options; "kint:<options>" comes on top.
 std::vector<std::string> KnownArms();
 
 }  // namespace lpattn::harness

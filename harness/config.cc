@@ -215,10 +215,10 @@ TrainConfig PresetConfig(const std::string& preset) {
 
 void ValidateConfig(const TrainConfig& c) {
   if (c.preset.empty()) Invalid("preset must not be empty");
-  if (!IsKnownArm(c.arm)) {
-    std::string list;
-    for (const std::string& name : KnownArms()) list += (list.empty() ? "" : ", ") + name;
-    Invalid("arm '" + c.arm + "' is not a known arm (known arms: " + list + ")");
+  try {
+    MakeArm(c.arm);
+  } catch (const std::invalid_argument& e) {
+    Invalid(e.what());
   }
 
   const ModelConfig& m = c.model;

@@ -188,12 +188,7 @@ TrainConfig BuildConfig(const ConfigOptions& options, TrainConfig config) {
   return config;
 }
 
-void CheckArm(const std::string& arm) {
-  if (harness::IsKnownArm(arm)) return;
-  std::string known;
-  for (const std::string& name : harness::KnownArms()) known += (known.empty() ? "" : ", ") + name;
-  throw std::invalid_argument("unknown arm '" + arm + "' (known arms: " + known + ")");
-}
+void CheckArm(const std::string& arm) { harness::MakeArm(arm); }  // throws, naming the problem
 
 // ---- info ------------------------------------------------------------------------------------
 

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "harness/data.h"
 #include "harness/model.h"
+#include "kernels/kinterval.h"
 #include "tbb/task_arena.h"
 
 namespace lpattn::harness {
@@ -83,11 +85,89 @@ TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
   });
 }
 
+// (K-interval arms are not here: a parameter step moves many scores at once, so the finite
+// differences cross the grid's nodes, where lerp's slope jumps. Its kernels are checked
+// against the reference, whose gradient is checked by finite differences; the arm's wiring
+// is checked below.)
 INSTANTIATE_TEST_SUITE_P(Arms, ModelGradientTest,
                          ::testing::Values("exact", "sink", "offbyone", "outgate"));
 
+// The kint arm is exactly the K-interval kernels on the [B, T, H, D] views of qkv: the same
+// bits as calling them directly, forward and backward, with its saved statistics (indices
+// included) carried through the activation arena.
+TEST(Model, KIntervalArmIsTheKernel) {
+  const ArmShape s{2, 8, 16, 2};
+  const std::string spec = "kint:K=4,cal=window,W=3,ste=weight";
+  const std::unique_ptr<AttentionArm> arm = MakeArm(spec);
+  EXPECT_EQ(arm->Name(), spec);
+  EXPECT_TRUE(arm->LayerParams(ModelConfig{}).empty());
+  std::vector<float> qkv(s.B * s.T * 3 * s.C), dout(s.B * s.T * s.C);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = float(SplitMix64(3, 0, i) % 2001) / 500.0f - 2.0f;
+  for (size_t i = 0; i < dout.size(); ++i) dout[i] = float(SplitMix64(3, 1, i) % 2001) / 1000.0f - 1.0f;
+  std::vector<float> act(arm->ActivationFloats(s)), out(dout.size()), dqkv(qkv.size());
+  arm->Forward(s, nullptr, qkv.data(), nullptr, act.data(), out.data());
+  arm->Backward(s, nullptr, nullptr, qkv.data(), nullptr, act.data(), out.data(), dout.data(),
+                dqkv.data(), nullptr);
+
+  const size_t rows = s.B * s.n_head * s.T;
+  const Strides in{int64_t(s.T * 3 * s.C), int64_t(s.head_dim()), int64_t(3 * s.C)};
+  const Strides o{int64_t(s.T * s.C), int64_t(s.head_dim()), int64_t(s.C)};
+  const AttentionShape shape{2, 2, 2, 8, 8, 8};
+  AttentionOptions options;
+  options.causal = true;
+  const KIntervalOptions kint = ParseKInterval("K=4,cal=window,W=3,ste=weight");
+  std::vector<float> stats(4 * rows), out2(out.size()), dqkv2(dqkv.size());
+  std::vector<int32_t> argmax(rows), argmin(rows);
+  const KIntervalSaved saved{stats.data(), stats.data() + rows, stats.data() + 2 * rows,
+                             stats.data() + 3 * rows, argmax.data(), argmin.data()};
+  KIntervalForward(shape, options, kint,
+                   {{qkv.data(), in}, {qkv.data() + s.C, in}, {qkv.data() + 2 * s.C, in},
+                    {out2.data(), o}, saved});
+  KIntervalBackward(shape, options, kint,
+                    {{qkv.data(), in}, {qkv.data() + s.C, in}, {qkv.data() + 2 * s.C, in},
+                     {out2.data(), o}, {dout.data(), o}, saved, {dqkv2.data(), in},
+                     {dqkv2.data() + s.C, in}, {dqkv2.data() + 2 * s.C, in}});
+  EXPECT_EQ(out, out2);
+  EXPECT_EQ(dqkv, dqkv2);
+  EXPECT_TRUE(std::any_of(dqkv.begin(), dqkv.end(), [](float x) { return x != 0.0f; }));
+}
+
 TEST(Model, UnknownArmIsRejected) {
   EXPECT_THROW(Gpt(ModelConfig{}, "softmax2", 1), std::invalid_argument);
+  try {
+    Gpt(ModelConfig{}, "kint:K=4,round=nearest,ste=exact", 1);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("nearest"), std::string::npos) << e.what();
+  }
+}
+
+// The evaluation swap both ways between exact softmax and K-interval (neither has per-layer
+// parameters): the loss changes, and large K brings it close to exact's.
+TEST(Model, KIntervalEvaluationSwap) {
+  ModelConfig m;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.n_embd = 16;
+  m.context = 8;
+  Gpt model(m, "exact", 2);
+  model.InitParams(7);
+  for (float& p : model.params()) p *= 5.0f;
+  const std::vector<uint8_t> w = Window(2, 8, 2);
+  std::vector<uint8_t> in, tg;
+  for (size_t b = 0; b < 2; ++b) {
+    in.insert(in.end(), w.begin() + long(b * 9), w.begin() + long(b * 9 + 8));
+    tg.insert(tg.end(), w.begin() + long(b * 9 + 1), w.begin() + long((b + 1) * 9));
+  }
+  const float exact = model.Forward(in.data(), tg.data(), 2);
+  model.SetArm("kint:K=2");
+  const float coarse = model.Forward(in.data(), tg.data(), 2);
+  model.SetArm("kint:K=64");
+  const float fine = model.Forward(in.data(), tg.data(), 2);
+  model.SetArm("exact");
+  EXPECT_EQ(model.Forward(in.data(), tg.data(), 2), exact);
+  EXPECT_NE(coarse, exact);
+  EXPECT_LT(std::abs(fine - exact), std::abs(coarse - exact));
 }
 
 TEST(Model, InitIsDeterministic) {
