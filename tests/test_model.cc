@@ -24,6 +24,30 @@ std::vector<uint8_t> Window(size_t B, size_t T, uint64_t seed) {
   return w;
 }
 
+// The small model of these tests: 2 layers, 2 heads, 16 channels, context 8.
+ModelConfig SmallModel() {
+  ModelConfig m;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.n_embd = 16;
+  m.context = 8;
+  return m;
+}
+
+// Inputs and next-token targets of B windows of T tokens.
+struct Batch {
+  std::vector<uint8_t> inputs, targets;
+};
+Batch MakeBatch(size_t B, size_t T, uint64_t seed) {
+  const std::vector<uint8_t> w = Window(B, T, seed);
+  Batch batch{std::vector<uint8_t>(B * T), std::vector<uint8_t>(B * T)};
+  for (size_t b = 0; b < B; ++b) {
+    std::copy_n(w.begin() + long(b * (T + 1)), T, batch.inputs.begin() + long(b * T));
+    std::copy_n(w.begin() + long(b * (T + 1) + 1), T, batch.targets.begin() + long(b * T));
+  }
+  return batch;
+}
+
 class ModelGradientTest : public ::testing::TestWithParam<std::string> {};
 
 // Float forward passes make the finite differences noisy: with h = 2e-3 the truncation error
@@ -32,22 +56,14 @@ class ModelGradientTest : public ::testing::TestWithParam<std::string> {};
 // 2% |g| + 5e-4. A parameter is checked when its gradient is at least 1% of the tensor's
 // largest and at least 0.01, where that bound is meaningful: a gradient off by 10% fails it.
 TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.n_head = 2;
-  m.n_embd = 16;
-  m.context = 8;
   const size_t B = 2, T = 8;
-  Gpt model(m, GetParam(), B);
+  Gpt model(SmallModel(), GetParam(), B);
   model.InitParams(5);
   // Larger than the 0.02 init so every path carries signal (and the sink logits are nonzero).
   for (float& p : model.params()) p *= 5.0f;
-  const std::vector<uint8_t> w = Window(B, T, 1);
-  std::vector<uint8_t> in, tg;
-  for (size_t b = 0; b < B; ++b) {
-    in.insert(in.end(), w.begin() + long(b * (T + 1)), w.begin() + long(b * (T + 1) + T));
-    tg.insert(tg.end(), w.begin() + long(b * (T + 1) + 1), w.begin() + long((b + 1) * (T + 1)));
-  }
+  const Batch batch = MakeBatch(B, T, 1);
+  const std::vector<uint8_t>& in = batch.inputs;
+  const std::vector<uint8_t>& tg = batch.targets;
   tbb::task_arena arena(1);
   arena.execute([&] {
     model.Forward(in.data(), tg.data(), B);
@@ -145,20 +161,12 @@ TEST(Model, UnknownArmIsRejected) {
 // The evaluation swap both ways between exact softmax and K-interval (neither has per-layer
 // parameters): the loss changes, and large K brings it close to exact's.
 TEST(Model, KIntervalEvaluationSwap) {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.n_head = 2;
-  m.n_embd = 16;
-  m.context = 8;
-  Gpt model(m, "exact", 2);
+  Gpt model(SmallModel(), "exact", 2);
   model.InitParams(7);
   for (float& p : model.params()) p *= 5.0f;
-  const std::vector<uint8_t> w = Window(2, 8, 2);
-  std::vector<uint8_t> in, tg;
-  for (size_t b = 0; b < 2; ++b) {
-    in.insert(in.end(), w.begin() + long(b * 9), w.begin() + long(b * 9 + 8));
-    tg.insert(tg.end(), w.begin() + long(b * 9 + 1), w.begin() + long((b + 1) * 9));
-  }
+  const Batch batch = MakeBatch(2, 8, 2);
+  const std::vector<uint8_t>& in = batch.inputs;
+  const std::vector<uint8_t>& tg = batch.targets;
   const float exact = model.Forward(in.data(), tg.data(), 2);
   model.SetArm("kint:K=2");
   const float coarse = model.Forward(in.data(), tg.data(), 2);
