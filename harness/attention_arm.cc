@@ -198,4 +198,18 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
                               "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob)");
 }
 
+void CheckSwappable(const std::string& trained, const std::string& with,
+                    const ModelConfig& model) {
+  const std::unique_ptr<AttentionArm> from = MakeArm(trained), to = MakeArm(with);
+  const std::vector<ArmParam> a = from->LayerParams(model), b = to->LayerParams(model);
+  const bool same = std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                               [](const ArmParam& x, const ArmParam& y) {
+                                 return x.name == y.name && x.size == y.size;
+                               });
+  if (!same) {
+    throw std::invalid_argument("cannot evaluate a '" + from->Name() + "' model with arm '" +
+                                to->Name() + "': their per-layer parameters differ");
+  }
+}
+
 }  // namespace lpattn::harness

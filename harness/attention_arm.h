@@ -53,6 +53,11 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec);
 // The arms without options; "kint:<options>" comes on top.
 std::vector<std::string> KnownArms();
 
+// The evaluation swap's precondition (spec/harness.md §3): a model trained with arm `trained`
+// can be evaluated with arm `with` when both arms add the same per-layer parameters. Throws
+// std::invalid_argument naming both arms otherwise (or naming a bad spec).
+void CheckSwappable(const std::string& trained, const std::string& with, const ModelConfig& model);
+
 }  // namespace lpattn::harness
 
 #endif  // LPATTN_HARNESS_ATTENTION_ARM_H_

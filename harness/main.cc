@@ -2,6 +2,7 @@
 // options on the app, Run<Name> does the work and returns the exit status. Errors thrown by the
 // work end the command with one line `lpattn: <message>` and status 1.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include "harness/config.h"
 #include "harness/figures.h"
 #include "harness/sweep.h"
+#include "harness/sweep_plan.h"
 #include "harness/trainer.h"
 #include "kernels/attention.h"
 #include "kernels/lpattn.h"
@@ -307,8 +309,8 @@ int RunEval(const EvalOptions& options) {
 // ---- sweep and report ------------------------------------------------------------------------
 
 void PrintReport(const std::string& dir) {
-  const std::vector<harness::ArmReport> reports = harness::ReportSweep(dir);
-  std::printf("\n%s\n", harness::FormatReportTable(reports).c_str());
+  const harness::SweepReport report = harness::ReportSweep(dir);
+  std::printf("\n%s\n", harness::FormatReportTable(report).c_str());
   std::printf("wrote %s, %s\n", (fs::path(dir) / "report.md").c_str(),
               (fs::path(dir) / "report.json").c_str());
   harness::DrawFigures(dir);
@@ -316,47 +318,75 @@ void PrintReport(const std::string& dir) {
 
 struct SweepOptions {
   ConfigOptions config;
+  std::string plan;
   std::vector<std::string> arm_lists;
   std::vector<uint64_t> seeds;
   std::string out;
+  CLI::Option* preset = nullptr;
 };
+
+std::string PlanHelp() {
+  std::string help = "a named sweep: its arms, seeds, preset, evaluation swaps and the paper's "
+                     "column (--arms adds arms, --seeds and --preset replace its own):";
+  for (const harness::SweepPlan& plan : harness::SweepPlans()) {
+    help += "\n  " + plan.name + ": " + plan.summary;
+  }
+  return help;
+}
 
 CLI::App* AddSweep(CLI::App& app, SweepOptions& options) {
   CLI::App* sweep = app.add_subcommand(
       "sweep", "train every arm x seed with everything else matched, then report the gaps");
   AddConfigOptions(sweep, options.config);
+  options.preset = sweep->get_option("--preset");
+  sweep->add_option("--plan", options.plan, PlanHelp());
   sweep->add_option("--arms", options.arm_lists,
                     "arms, comma-separated (an arm's own key=value options keep their commas: "
-                    "exact,kint:K=4,cal=window); may be repeated")
-      ->required();
-  sweep->add_option("--seeds", options.seeds, "seeds, comma-separated")
-      ->required()
+                    "exact,kint:K=4,cal=window); may be repeated; required without --plan");
+  sweep->add_option("--seeds", options.seeds, "seeds, comma-separated; required without --plan")
       ->delimiter(',');
   sweep->add_option("--out", options.out, "sweep directory")->required();
   return sweep;
 }
 
+void PrintSweepRun(const harness::SweepRunInfo& run) {
+  using Action = harness::SweepRunInfo::Action;
+  if (run.action == Action::kEvaluate) {
+    std::fprintf(stderr, "[swap %d/%d] %s seed %llu evaluated with %s\n", run.index, run.count,
+                 run.arm.c_str(), static_cast<unsigned long long>(run.seed), run.with.c_str());
+    return;
+  }
+  const char* what = run.action == Action::kSkip     ? "  (done, skipped)"
+                     : run.action == Action::kResume ? "  (resuming)"
+                                                     : "";
+  std::fprintf(stderr, "[%d/%d] %s seed %llu -> %s%s\n", run.index, run.count, run.arm.c_str(),
+               static_cast<unsigned long long>(run.seed), run.dir.c_str(), what);
+}
+
 int RunSweep(const SweepOptions& options) {
   std::vector<std::string> arms;
+  std::vector<uint64_t> seeds = options.seeds;
+  std::string preset = options.config.preset;
+  harness::SweepExtras extras;
+  if (!options.plan.empty()) {
+    const harness::SweepPlan& plan = harness::FindSweepPlan(options.plan);
+    arms = plan.ArmNames();
+    if (seeds.empty()) seeds = plan.seeds;
+    if (options.preset->count() == 0) preset = plan.preset;
+    extras = plan.Extras();
+  } else if (options.arm_lists.empty() || seeds.empty()) {
+    throw std::invalid_argument("sweep: give --arms and --seeds, or --plan");
+  }
   for (const std::string& list : options.arm_lists) {
-    for (const std::string& arm : harness::SplitArmList(list)) arms.push_back(arm);
+    for (const std::string& arm : harness::SplitArmList(list)) {
+      if (std::find(arms.begin(), arms.end(), arm) == arms.end()) arms.push_back(arm);
+    }
   }
   for (const std::string& arm : arms) CheckArm(arm);
-  const TrainConfig base =
-      BuildConfig(options.config, harness::PresetConfig(options.config.preset));
+  const TrainConfig base = BuildConfig(options.config, harness::PresetConfig(preset));
   {
     ProgressLine line;
-    harness::RunSweep(base, arms, options.seeds, options.out, line.Fn(),
-                      [](const harness::SweepRunInfo& run) {
-                        using Action = harness::SweepRunInfo::Action;
-                        const char* what = run.action == Action::kSkip     ? "  (done, skipped)"
-                                           : run.action == Action::kResume ? "  (resuming)"
-                                                                           : "";
-                        std::fprintf(stderr, "[%d/%d] %s seed %llu -> %s%s\n", run.index,
-                                     run.count, run.arm.c_str(),
-                                     static_cast<unsigned long long>(run.seed), run.dir.c_str(),
-                                     what);
-                      });
+    harness::RunSweep(base, arms, seeds, options.out, line.Fn(), PrintSweepRun, extras);
   }
   PrintReport(options.out);
   return 0;

@@ -124,16 +124,8 @@ void Gpt::InitParams(uint64_t seed) {
 }
 
 void Gpt::SetArm(const std::string& arm) {
+  CheckSwappable(arm_->Name(), arm, model_);
   std::unique_ptr<AttentionArm> next = MakeArm(arm);
-  const std::vector<ArmParam> a = arm_->LayerParams(model_), b = next->LayerParams(model_);
-  const bool same = a.size() == b.size() &&
-                    std::equal(a.begin(), a.end(), b.begin(), [](const ArmParam& x, const ArmParam& y) {
-                      return x.name == y.name && x.size == y.size;
-                    });
-  if (!same) {
-    throw std::invalid_argument("cannot evaluate a '" + arm_->Name() + "' model with arm '" +
-                                next->Name() + "': their per-layer parameters differ");
-  }
   arm_ = std::move(next);
   std::vector<float> params = std::move(params_);
   Layout(max_batch_);  // activation sizes may differ; parameters keep their offsets

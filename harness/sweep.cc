@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/attention_arm.h"
 #include "harness/checkpoint.h"
 
 namespace lpattn::harness {
@@ -137,7 +138,87 @@ json Optional(const std::optional<double>& value) {
   return value ? json(*value) : json(nullptr);
 }
 
-json ReportJson(const std::vector<ArmReport>& reports, const json& sweep) {
+// A sweep's extras as sweep.json records them; an older sweep.json has none.
+SweepExtras ExtrasFromJson(const json& sweep) {
+  SweepExtras extras;
+  extras.plan = sweep.value("plan", std::string());
+  if (sweep.contains("paper")) extras.paper = sweep.at("paper").get<std::map<std::string, std::string>>();
+  if (sweep.contains("swaps")) {
+    for (const json& s : sweep.at("swaps")) {
+      extras.swaps.push_back({s.at("trained").get<std::string>(), s.at("with").get<std::string>(),
+                              s.value("paper", std::string())});
+    }
+  }
+  return extras;
+}
+
+void AddExtrasToJson(const SweepExtras& extras, json& sweep) {
+  if (!extras.plan.empty()) sweep["plan"] = extras.plan;
+  if (!extras.paper.empty()) sweep["paper"] = extras.paper;
+  if (!extras.swaps.empty()) {
+    json swaps = json::array();
+    for (const EvalSwap& s : extras.swaps) {
+      swaps.push_back({{"trained", s.trained}, {"with", s.with}, {"paper", s.paper}});
+    }
+    sweep["swaps"] = swaps;
+  }
+}
+
+// `later` added to `earlier`: its plan replaces an empty one, its paper entries and swaps are
+// added (a swap already there keeps its place and takes the newer paper text).
+SweepExtras MergeExtras(SweepExtras earlier, const SweepExtras& later) {
+  if (!later.plan.empty()) earlier.plan = later.plan;
+  for (const auto& [arm, text] : later.paper) earlier.paper[arm] = text;
+  for (const EvalSwap& swap : later.swaps) {
+    const auto same = std::find_if(earlier.swaps.begin(), earlier.swaps.end(), [&](const EvalSwap& s) {
+      return s.trained == swap.trained && s.with == swap.with;
+    });
+    if (same == earlier.swaps.end()) {
+      earlier.swaps.push_back(swap);
+    } else if (!swap.paper.empty()) {
+      same->paper = swap.paper;
+    }
+  }
+  return earlier;
+}
+
+void CheckSwaps(const std::vector<EvalSwap>& swaps, const std::vector<std::string>& arms,
+                const ModelConfig& model) {
+  for (const EvalSwap& swap : swaps) {
+    if (std::find(arms.begin(), arms.end(), swap.trained) == arms.end()) {
+      throw std::invalid_argument("sweep: the evaluation swap of '" + swap.trained + "' with '" +
+                                  swap.with + "' needs '" + swap.trained + "' among the arms");
+    }
+    CheckSwappable(swap.trained, swap.with, model);
+  }
+}
+
+// The lowest val_loss of a metrics.csv, or nothing when the file is missing or has no rows.
+std::optional<double> BestValLoss(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  std::vector<std::string> header;
+  std::istringstream names(line);
+  for (std::string name; std::getline(names, name, ',');) header.push_back(name);
+  const auto column = std::find(header.begin(), header.end(), "val_loss");
+  if (column == header.end()) return std::nullopt;
+  const long index = column - header.begin();
+  std::optional<double> best;
+  while (std::getline(in, line)) {
+    std::istringstream cells(line);
+    std::string cell;
+    for (long i = 0; i <= index && std::getline(cells, cell, ','); ++i) {}
+    char* end = nullptr;
+    const double value = std::strtod(cell.c_str(), &end);
+    if (end == cell.c_str() || !std::isfinite(value) || value < 0) continue;
+    if (!best || value < *best) best = value;
+  }
+  return best;
+}
+
+json ReportJson(const SweepReport& report, const json& sweep) {
+  const std::vector<ArmReport>& reports = report.arms;
   json arms = json::array();
   bool has_reference = false;
   for (const ArmReport& r : reports) {
@@ -148,7 +229,8 @@ json ReportJson(const std::vector<ArmReport>& reports, const json& sweep) {
                       {"dir", run.dir},
                       {"done", run.done},
                       {"final_val_loss", run.done ? json(run.final_val_loss) : json(nullptr)},
-                      {"tokens_per_s", run.done ? json(run.tokens_per_s) : json(nullptr)}});
+                      {"tokens_per_s", run.done ? json(run.tokens_per_s) : json(nullptr)},
+                      {"best_val_loss", Optional(run.best_val_loss)}});
     }
     json gap = nullptr;
     if (r.has_reference) {
@@ -166,25 +248,118 @@ json ReportJson(const std::vector<ArmReport>& reports, const json& sweep) {
                     {"missing_seeds", r.missing_seeds},
                     {"mean_val_loss", Optional(r.mean_val_loss)},
                     {"tokens_per_s_mean", Optional(r.tokens_per_s_mean)},
+                    {"rise_mean", Optional(r.rise_mean)},
+                    {"paper", r.paper.empty() ? json(nullptr) : json(r.paper)},
                     {"gap_to_exact", gap}});
   }
+  json swaps = json::array();
+  for (const SwapReport& s : report.swaps) {
+    json runs = json::array();
+    for (const SeedSwap& run : s.runs) {
+      runs.push_back({{"seed", run.seed},
+                      {"own_val_loss", run.own_val_loss},
+                      {"swapped_val_loss", run.swapped_val_loss}});
+    }
+    swaps.push_back({{"trained", s.swap.trained},
+                     {"with", s.swap.with},
+                     {"paper", s.swap.paper.empty() ? json(nullptr) : json(s.swap.paper)},
+                     {"runs", runs},
+                     {"missing_seeds", s.missing_seeds},
+                     {"swapped_mean", Optional(s.swapped_mean)},
+                     {"change_mean", Optional(s.change_mean)},
+                     {"change_std", Optional(s.change_std)},
+                     {"gap_mean", Optional(s.gap_mean)},
+                     {"gap_std", Optional(s.gap_std)}});
+  }
   return {{"reference", has_reference ? json(kReferenceArm) : json(nullptr)},
+          {"plan", report.plan.empty() ? json(nullptr) : json(report.plan)},
           {"seeds", sweep.at("seeds")},
           {"config", sweep.at("config")},
-          {"arms", arms}};
+          {"arms", arms},
+          {"swaps", swaps}};
 }
 
-std::string ReportMarkdown(const std::vector<ArmReport>& reports, const json& sweep) {
+std::string ReportMarkdown(const SweepReport& report, const json& sweep) {
   const json& config = sweep.at("config");
   std::ostringstream md;
-  md << "# Sweep report\n\n"
+  md << "# Sweep report" << (report.plan.empty() ? "" : ": plan `" + report.plan + "`") << "\n\n"
      << "Preset `" << config.value("preset", std::string("?")) << "`, "
      << config.value("steps", 0) << " steps, seeds "
      << JoinSeeds(sweep.at("seeds").get<std::vector<uint64_t>>()) << ". "
      << "Final validation loss in nats; gaps to `exact` are paired by seed "
-     << "(std: sample standard deviation over seeds).\n\n"
-     << FormatReportTable(reports);
+     << "(std: sample standard deviation over seeds). Rise: final minus best validation "
+     << "loss of a run (mean over seeds).\n\n"
+     << FormatReportTable(report);
   return md.str();
+}
+
+}  // namespace
+
+namespace {
+
+// Evaluates each finished run of a swap's trained arm with the swap's other arm, once: the
+// result goes to SwapFileName(with) in the run directory, written atomically.
+void RunEvalSwaps(const fs::path& dir, const std::vector<EvalSwap>& swaps,
+                  const std::vector<uint64_t>& seeds, const SweepRunFn& on_run) {
+  std::vector<SweepRunInfo> pending;
+  for (const EvalSwap& swap : swaps) {
+    for (const uint64_t seed : seeds) {
+      const fs::path run = dir / RunDirName(swap.trained, seed);
+      if (!fs::exists(run / "summary.json") || fs::exists(run / SwapFileName(swap.with))) continue;
+      pending.push_back({swap.trained, seed, run.string(), 0, 0,
+                         SweepRunInfo::Action::kEvaluate, swap.with});
+    }
+  }
+  int index = 0;
+  for (SweepRunInfo& info : pending) {
+    info.index = ++index;
+    info.count = int(pending.size());
+    if (on_run) on_run(info);
+    const fs::path run(info.dir);
+    const double loss = EvaluateCheckpoint((run / "checkpoint.bin").string(), info.with, "");
+    const json result = {{"arm", info.with}, {"trained", info.arm}, {"val_loss", loss}};
+    WriteFileAtomically((run / SwapFileName(info.with)).string(), result.dump(2) + "\n");
+  }
+}
+
+const ArmReport* FindArm(const std::vector<ArmReport>& reports, const std::string& arm) {
+  const auto it = std::find_if(reports.begin(), reports.end(),
+                               [&](const ArmReport& r) { return r.arm == arm; });
+  return it == reports.end() ? nullptr : &*it;
+}
+
+// One swap's rows: each finished run of the trained arm with its swap file.
+SwapReport ReportSwap(const fs::path& dir, const EvalSwap& swap,
+                      const std::vector<ArmReport>& arms) {
+  SwapReport report{swap, {}, {}, {}, {}, {}, {}, {}};
+  const ArmReport* trained = FindArm(arms, swap.trained);
+  const ArmReport* exact = FindArm(arms, kReferenceArm);
+  std::vector<double> swapped, changes, gaps;
+  for (size_t i = 0; trained && i < trained->runs.size(); ++i) {
+    const SeedRun& run = trained->runs[i];
+    const fs::path file = dir / run.dir / SwapFileName(swap.with);
+    if (!run.done || !fs::exists(file)) {
+      report.missing_seeds.push_back(run.seed);
+      continue;
+    }
+    const json result = ReadJson(file);
+    double loss = 0.0;
+    try {
+      loss = result.at("val_loss").get<double>();
+    } catch (const json::exception& e) {
+      throw std::runtime_error(file.string() + " is malformed: " + e.what());
+    }
+    report.runs.push_back({run.seed, run.final_val_loss, loss});
+    swapped.push_back(loss);
+    changes.push_back(loss - run.final_val_loss);
+    if (exact && exact->runs[i].done) gaps.push_back(loss - exact->runs[i].final_val_loss);
+  }
+  report.swapped_mean = Mean(swapped);
+  report.change_mean = Mean(changes);
+  report.change_std = SampleStd(changes);
+  report.gap_mean = Mean(gaps);
+  report.gap_std = SampleStd(gaps);
+  return report;
 }
 
 }  // namespace
@@ -228,6 +403,8 @@ std::string RunDirName(const std::string& arm, uint64_t seed) {
   return ArmDirName(arm) + "/seed-" + std::to_string(seed);
 }
 
+std::string SwapFileName(const std::string& with) { return "eval-" + ArmDirName(with) + ".json"; }
+
 int ArmReport::finished() const {
   int count = 0;
   for (const SeedRun& run : runs) count += run.done ? 1 : 0;
@@ -236,7 +413,8 @@ int ArmReport::finished() const {
 
 void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
               const std::vector<uint64_t>& seeds, const std::string& out_dir,
-              const ProgressFn& progress, const SweepRunFn& on_run) {
+              const ProgressFn& progress, const SweepRunFn& on_run,
+              const SweepExtras& extras) {
   if (arms.empty()) throw std::invalid_argument("sweep: no arms given");
   if (seeds.empty()) throw std::invalid_argument("sweep: no seeds given");
   RejectDuplicates(arms, "arm");
@@ -251,6 +429,7 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
   const fs::path manifest = dir / "sweep.json";
   std::vector<std::string> all_arms = arms;
   std::vector<uint64_t> all_seeds = seeds;
+  SweepExtras all_extras = extras;
   if (!fs::exists(manifest) && fs::exists(dir / "config.json")) {
     throw std::invalid_argument(out_dir +
                                 " holds a training run, not a sweep; choose another --out");
@@ -266,11 +445,14 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
     }
     all_arms = Union(existing.at("arms").get<std::vector<std::string>>(), arms);
     all_seeds = Union(existing.at("seeds").get<std::vector<uint64_t>>(), seeds);
+    all_extras = MergeExtras(ExtrasFromJson(existing), extras);
   }
   RejectDirCollisions(all_arms);
+  CheckSwaps(all_extras.swaps, all_arms, base.model);
 
   fs::create_directories(dir);
-  const json sweep = {{"arms", all_arms}, {"seeds", all_seeds}, {"config", SweepConfigJson(base)}};
+  json sweep = {{"arms", all_arms}, {"seeds", all_seeds}, {"config", SweepConfigJson(base)}};
+  AddExtrasToJson(all_extras, sweep);
   WriteFileAtomically(manifest.string(), sweep.dump(2) + "\n");
 
   const int count = int(arms.size() * seeds.size());
@@ -281,7 +463,8 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
       config.arm = arm;
       config.seed = seed;
       const fs::path run = dir / RunDirName(arm, seed);
-      SweepRunInfo info{arm, seed, run.string(), ++index, count, SweepRunInfo::Action::kTrain};
+      SweepRunInfo info{arm,   seed, run.string(), ++index, count, SweepRunInfo::Action::kTrain,
+                        ""};
       if (fs::exists(run / "summary.json")) {
         info.action = SweepRunInfo::Action::kSkip;
         if (fs::exists(run / "config.json")) {
@@ -305,9 +488,10 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
       TrainRun(config, run.string(), info.action == SweepRunInfo::Action::kResume, progress);
     }
   }
+  RunEvalSwaps(dir, all_extras.swaps, all_seeds, on_run);
 }
 
-std::vector<ArmReport> ReportSweep(const std::string& out_dir) {
+SweepReport ReportSweep(const std::string& out_dir) {
   const fs::path dir(out_dir);
   if (!fs::exists(dir / "sweep.json")) {
     throw std::runtime_error(out_dir + " is not a sweep directory (it has no sweep.json)");
@@ -315,10 +499,12 @@ std::vector<ArmReport> ReportSweep(const std::string& out_dir) {
   const json sweep = ReadJson(dir / "sweep.json");
   std::vector<std::string> arms;
   std::vector<uint64_t> seeds;
+  SweepExtras extras;
   try {
     arms = sweep.at("arms").get<std::vector<std::string>>();
     seeds = sweep.at("seeds").get<std::vector<uint64_t>>();
     sweep.at("config");
+    extras = ExtrasFromJson(sweep);
   } catch (const json::exception& e) {
     throw std::runtime_error((dir / "sweep.json").string() + " is malformed: " + e.what());
   }
@@ -327,7 +513,10 @@ std::vector<ArmReport> ReportSweep(const std::string& out_dir) {
   for (const std::string& arm : arms) {
     ArmReport report;
     report.arm = arm;
-    std::vector<double> losses, rates;
+    if (const auto paper = extras.paper.find(arm); paper != extras.paper.end()) {
+      report.paper = paper->second;
+    }
+    std::vector<double> losses, rates, rises;
     for (const uint64_t seed : seeds) {
       SeedRun run;
       run.seed = seed;
@@ -347,8 +536,10 @@ std::vector<ArmReport> ReportSweep(const std::string& out_dir) {
           throw std::runtime_error(summary_path.string() + " is malformed: " + e.what());
         }
         run.done = true;
+        run.best_val_loss = BestValLoss(dir / run.dir / "metrics.csv");
         losses.push_back(run.final_val_loss);
         rates.push_back(run.tokens_per_s);
+        if (run.best_val_loss) rises.push_back(run.final_val_loss - *run.best_val_loss);
       } else {
         report.missing_seeds.push_back(seed);
       }
@@ -356,6 +547,7 @@ std::vector<ArmReport> ReportSweep(const std::string& out_dir) {
     }
     report.mean_val_loss = Mean(losses);
     report.tokens_per_s_mean = Mean(rates);
+    report.rise_mean = Mean(rises);
     reports.push_back(std::move(report));
   }
 
@@ -381,10 +573,13 @@ std::vector<ArmReport> ReportSweep(const std::string& out_dir) {
     }
   }
 
-  WriteFileAtomically((dir / "report.json").string(),
-                      ReportJson(reports, sweep).dump(2) + "\n");
-  WriteFileAtomically((dir / "report.md").string(), ReportMarkdown(reports, sweep));
-  return reports;
+  SweepReport report{extras.plan, std::move(reports), {}};
+  for (const EvalSwap& swap : extras.swaps) {
+    report.swaps.push_back(ReportSwap(dir, swap, report.arms));
+  }
+  WriteFileAtomically((dir / "report.json").string(), ReportJson(report, sweep).dump(2) + "\n");
+  WriteFileAtomically((dir / "report.md").string(), ReportMarkdown(report, sweep));
+  return report;
 }
 
 std::string FormatRate(double per_second) {
@@ -412,46 +607,80 @@ std::string FormatProgress(const Progress& p) {
          "  " + FormatRate(p.tokens_per_s) + " tok/s  ETA " + FormatDuration(p.eta_s);
 }
 
-std::string FormatReportTable(const std::vector<ArmReport>& reports) {
-  bool has_reference = false;
+namespace {
+
+// "+0.0123 ± 0.0045 (n=3)", "+0.0123 (n=1)" or `none`.
+std::string MeanStd(const std::optional<double>& mean, const std::optional<double>& std_dev,
+                    size_t n, const char* none) {
+  if (!mean) return none;
+  if (!std_dev) return Signed(*mean) + " (n=1)";
+  return Signed(*mean) + " ± " + Fixed(*std_dev, 4) + " (n=" + std::to_string(n) + ")";
+}
+
+std::string GapCells(const ArmReport& r) {
+  if (!r.has_reference) return "n/a | n/a";
+  if (r.arm == kReferenceArm) return "reference | —";
+  std::string cells;
+  for (const SeedGap& g : r.gaps) {
+    cells += (cells.empty() ? "" : ", ") + std::to_string(g.seed) + ": " + Signed(g.gap);
+  }
+  for (const uint64_t seed : r.unpaired_seeds) {
+    cells += (cells.empty() ? "" : ", ") + std::to_string(seed) + ": no exact run";
+  }
+  return MeanStd(r.gap_mean, r.gap_std, r.gaps.size(), "no paired seeds") + " | " +
+         (cells.empty() ? "—" : cells);
+}
+
+std::string SwapTable(const std::vector<SwapReport>& swaps, bool with_paper) {
   std::ostringstream table;
-  table << "| arm | runs | final val loss (mean) | gap to exact (mean ± std) | per-seed gaps | "
-           "tokens/s |\n"
-        << "|---|---|---|---|---|---|\n";
+  table << "\nEvaluation swaps: the final checkpoint of each run of the trained arm, evaluated "
+           "with another arm.\n\n"
+        << "| trained with | evaluated with | runs | val loss (mean) | change from own arm | "
+           "gap to exact |"
+        << (with_paper ? " paper |" : "") << "\n|---|---|---|---|---|---|"
+        << (with_paper ? "---|" : "") << "\n";
+  for (const SwapReport& s : swaps) {
+    const size_t total = s.runs.size() + s.missing_seeds.size();
+    table << "| `" << s.swap.trained << "` | `" << s.swap.with << "` | " << s.runs.size() << '/'
+          << total;
+    if (!s.missing_seeds.empty()) table << " (missing seed " << JoinSeeds(s.missing_seeds) << ')';
+    table << " | " << (s.swapped_mean ? Fixed(*s.swapped_mean, 4) : "—") << " | "
+          << MeanStd(s.change_mean, s.change_std, s.runs.size(), "—") << " | "
+          << MeanStd(s.gap_mean, s.gap_std, s.runs.size(), "—") << " |";
+    if (with_paper) table << ' ' << (s.swap.paper.empty() ? "—" : s.swap.paper) << " |";
+    table << '\n';
+  }
+  return table.str();
+}
+
+}  // namespace
+
+std::string FormatReportTable(const SweepReport& report) {
+  const std::vector<ArmReport>& reports = report.arms;
+  bool has_reference = false, with_paper = false;
+  for (const ArmReport& r : reports) with_paper = with_paper || !r.paper.empty();
+  for (const SwapReport& s : report.swaps) with_paper = with_paper || !s.swap.paper.empty();
+  std::ostringstream table;
+  table << "| arm | runs | final val loss (mean) | gap to exact (mean ± std) |"
+        << (with_paper ? " paper |" : "") << " per-seed gaps | rise after best | tokens/s |\n"
+        << "|---|---|---|---|" << (with_paper ? "---|" : "") << "---|---|---|\n";
   for (const ArmReport& r : reports) {
     has_reference = has_reference || r.has_reference;
     table << "| `" << r.arm << "` | " << r.finished() << '/' << r.runs.size();
     if (!r.missing_seeds.empty()) table << " (missing seed " << JoinSeeds(r.missing_seeds) << ')';
     table << " | " << (r.mean_val_loss ? Fixed(*r.mean_val_loss, 4) : "—") << " | ";
-
-    if (!r.has_reference) {
-      table << "n/a | n/a";
-    } else if (r.arm == kReferenceArm) {
-      table << "reference | —";
-    } else {
-      if (!r.gap_mean) {
-        table << "no paired seeds";
-      } else if (r.gap_std) {
-        table << Signed(*r.gap_mean) << " ± " << Fixed(*r.gap_std, 4) << " (n=" << r.gaps.size()
-              << ')';
-      } else {
-        table << Signed(*r.gap_mean) << " (n=1)";
-      }
-      table << " | ";
-      std::string cells;
-      for (const SeedGap& g : r.gaps) {
-        cells += (cells.empty() ? "" : ", ") + std::to_string(g.seed) + ": " + Signed(g.gap);
-      }
-      for (const uint64_t seed : r.unpaired_seeds) {
-        cells += (cells.empty() ? "" : ", ") + std::to_string(seed) + ": no exact run";
-      }
-      table << (cells.empty() ? "—" : cells);
+    std::string gaps = GapCells(r);
+    if (with_paper) {  // the paper's column goes right after our mean gap
+      const size_t bar = gaps.find(" | ");
+      gaps.insert(bar, " | " + (r.paper.empty() ? std::string("—") : r.paper));
     }
-    table << " | " << (r.tokens_per_s_mean ? FormatRate(*r.tokens_per_s_mean) : "—") << " |\n";
+    table << gaps << " | " << (r.rise_mean ? Fixed(*r.rise_mean, 4) : "—") << " | "
+          << (r.tokens_per_s_mean ? FormatRate(*r.tokens_per_s_mean) : "—") << " |\n";
   }
   if (!has_reference) {
     table << "\nNo `exact` arm in this sweep: gaps to exact are not reported.\n";
   }
+  if (!report.swaps.empty()) table << SwapTable(report.swaps, with_paper);
   return table.str();
 }
 

@@ -2,8 +2,10 @@
 // one run directory each, and the report that compares every arm with `exact`, paired by seed.
 //
 // Layout of a sweep directory:
-//   sweep.json                   arms, seeds and the base config (without arm and seed)
-//   <ArmDirName(arm)>/seed-<s>/  one run directory (config.json records the real arm)
+//   sweep.json                   arms, seeds, the base config (without arm and seed), and for
+//                                a planned sweep its plan, evaluation swaps and paper column
+//   <ArmDirName(arm)>/seed-<s>/  one run directory (config.json records the real arm), plus
+//                                eval-<ArmDirName(with)>.json for each evaluation swap
 //   report.json, report.md       written by ReportSweep
 //   figures/                     drawn by scripts/plot_run.py from the files above
 #ifndef LPATTN_HARNESS_SWEEP_H_
@@ -11,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,13 +38,32 @@ std::string ArmDirName(const std::string& arm);
 // The run directory of (arm, seed), relative to the sweep directory: "<ArmDirName>/seed-<s>".
 std::string RunDirName(const std::string& arm, uint64_t seed);
 
+// An evaluation swap (spec/harness.md §3): each finished run of arm `trained` is evaluated
+// again with arm `with`, which must add the same per-layer parameters (CheckSwappable).
+struct EvalSwap {
+  std::string trained, with;
+  std::string paper;  // what a plan's source reports for it; empty otherwise
+};
+
+// The file in a run directory that holds the run's evaluation with arm `with`:
+// "eval-<ArmDirName(with)>.json" = {"arm", "step", "val_loss"}.
+std::string SwapFileName(const std::string& with);
+
+// What a sweep holds beyond arms x seeds; a named plan (sweep_plan.h) fills it in.
+struct SweepExtras {
+  std::string plan;                          // the plan's name, recorded in sweep.json
+  std::map<std::string, std::string> paper;  // arm -> what the plan's source reports
+  std::vector<EvalSwap> swaps;
+};
+
 // What RunSweep does with one run, reported before it starts on it.
 struct SweepRunInfo {
   std::string arm;
   uint64_t seed = 0;
   std::string dir;  // the run directory (out_dir joined with RunDirName)
-  int index = 0, count = 0;  // 1-based position among the sweep's runs
-  enum class Action { kTrain, kResume, kSkip } action = Action::kTrain;
+  int index = 0, count = 0;  // 1-based position among the sweep's runs (or its swaps)
+  enum class Action { kTrain, kResume, kSkip, kEvaluate } action = Action::kTrain;
+  std::string with;  // kEvaluate: the arm this finished run is evaluated with
 };
 using SweepRunFn = std::function<void(const SweepRunInfo&)>;
 
@@ -51,11 +73,15 @@ using SweepRunFn = std::function<void(const SweepRunInfo&)>;
 // (thread count aside), and its arms and seeds are kept (the new ones are appended), so a sweep
 // can grow. A run whose summary.json exists is skipped (its config.json must match); one with a
 // checkpoint but no summary is resumed; one stopped before its first checkpoint is restarted.
-// Throws std::invalid_argument for empty or duplicate arms or seeds, colliding directory names
-// or an invalid config, before writing anything.
+// Then every evaluation swap of the sweep (extras' and sweep.json's) is run on each finished
+// run of its trained arm that has no SwapFileName(with) yet. Throws std::invalid_argument for
+// empty or duplicate arms or seeds, colliding directory names, an invalid config or a swap
+// whose trained arm is not in the sweep or whose arms are not swappable, before writing
+// anything.
 void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
               const std::vector<uint64_t>& seeds, const std::string& out_dir,
-              const ProgressFn& progress, const SweepRunFn& on_run = {});
+              const ProgressFn& progress, const SweepRunFn& on_run = {},
+              const SweepExtras& extras = {});
 
 // One seed of one arm.
 struct SeedRun {
@@ -63,6 +89,9 @@ struct SeedRun {
   std::string dir;      // relative to the sweep directory
   bool done = false;    // its summary.json exists
   double final_val_loss = 0.0, tokens_per_s = 0.0;  // when done
+  // The lowest validation loss of metrics.csv (when done and the file has one): a final loss
+  // above it means the loss turned up during the run.
+  std::optional<double> best_val_loss;
 };
 
 struct SeedGap {
@@ -83,20 +112,50 @@ struct ArmReport {
   std::vector<uint64_t> unpaired_seeds;  // finished here, but exact's run of that seed did not
   std::optional<double> gap_mean;
   std::optional<double> gap_std;  // sample standard deviation (n - 1); needs two gaps
+  // Mean over finished runs of final minus best validation loss (>= 0; 0 when the loss never
+  // turned up).
+  std::optional<double> rise_mean;
+  std::string paper;  // what the plan's source reports for this arm; empty otherwise
 
   int finished() const;
 };
 
+// One seed of an evaluation swap.
+struct SeedSwap {
+  uint64_t seed = 0;
+  double own_val_loss = 0.0;      // the run's final validation loss with its own arm
+  double swapped_val_loss = 0.0;  // the same checkpoint evaluated with the other arm
+};
+
+struct SwapReport {
+  EvalSwap swap;
+  std::vector<SeedSwap> runs;           // the seeds whose run and swap file exist
+  std::vector<uint64_t> missing_seeds;  // the others
+  std::optional<double> swapped_mean;
+  std::optional<double> change_mean, change_std;  // swapped minus own, paired by seed
+  std::optional<double> gap_mean, gap_std;        // swapped minus exact's run of the seed
+};
+
+struct SweepReport {
+  std::string plan;  // empty for a sweep given by its arms
+  std::vector<ArmReport> arms;
+  std::vector<SwapReport> swaps;
+};
+
 inline constexpr const char* kReferenceArm = "exact";
 
-// Reads out_dir/sweep.json and every run's summary.json; writes out_dir/report.json and
-// out_dir/report.md atomically and returns the reports in the sweep's arm order. Throws
-// std::runtime_error when out_dir holds no sweep.json or a file cannot be parsed.
-std::vector<ArmReport> ReportSweep(const std::string& out_dir);
+// Reads out_dir/sweep.json and every run's summary.json, metrics.csv and swap files; writes
+// out_dir/report.json and out_dir/report.md atomically and returns the report, arms in the
+// sweep's order. Throws std::runtime_error when out_dir holds no sweep.json or a file cannot
+// be parsed.
+SweepReport ReportSweep(const std::string& out_dir);
 
-// The Markdown table: arm | runs | final val loss (mean) | gap to exact (mean ± std) |
-// per-seed gaps | tokens/s, followed by a line saying when there is no exact arm.
-std::string FormatReportTable(const std::vector<ArmReport>& reports);
+// The Markdown tables. Arms: arm | runs | final val loss (mean) | gap to exact (mean ± std) |
+// per-seed gaps | rise after best | tokens/s (and a `paper` column after the gap when the plan
+// has one), followed by a line saying when there is no exact arm. Then, when the sweep has
+// evaluation swaps, one row per swap: the trained arm, the arm it is evaluated with, the
+// swapped loss, its change from the own-arm loss and its gap to exact.
+std::string FormatReportTable(const SweepReport& report);
 
 // Formatting shared with the command line.
 // A rate for people: "873", "12.4k", "1.25M" (tokens per second in tables and progress lines).
