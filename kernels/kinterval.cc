@@ -3,12 +3,12 @@
 #include "kernels/kinterval.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
-#include <string_view>
 #include <vector>
+
+#include "kernels/option_text.h"
 
 namespace lpattn {
 namespace {
@@ -75,25 +75,11 @@ void ValidateKInterval(const KIntervalOptions& o) {
 
 KIntervalOptions ParseKInterval(const std::string& text) {
   KIntervalOptions o;
-  std::string item;
-  std::string normalised = text;
-  std::replace(normalised.begin(), normalised.end(), ':', ',');
-  std::istringstream items(normalised);
-  while (std::getline(items, item, ',')) {
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos) Reject("expected key=value, got '" + item + "'");
-    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+  ForEachOption(text, [&](const std::string& key, const std::string& value) {
     auto bad = [&]() { Reject("bad value '" + value + "' for " + key); };
     auto number = [&]() {
-      size_t used = 0;
       double x = 0.0;
-      try {
-        x = std::stod(value, &used);
-      } catch (const std::exception&) {
-        bad();
-      }
-      if (used != value.size()) bad();
+      if (!ParseOptionNumber(value, x)) bad();
       return x;
     };
     if (key == "K") {
@@ -127,7 +113,7 @@ KIntervalOptions ParseKInterval(const std::string& text) {
     } else {
       Reject("unknown option '" + key + "' (known: K, cal, W, round, ste, slope, jac, detach)");
     }
-  }
+  }, Reject);
   ValidateKInterval(o);
   return o;
 }
@@ -137,8 +123,7 @@ std::string FormatKInterval(const KIntervalOptions& o) {
   out << "K=" << o.K << ":cal="
       << (o.calibration == KIntervalCalibration::kMinMax ? "minmax" : "window");
   if (o.calibration == KIntervalCalibration::kWindow) {
-    char w[32];  // the shortest text that parses back to the same double
-    out << ":W=" << std::string_view(w, size_t(std::to_chars(w, w + sizeof w, o.window).ptr - w));
+    out << ":W=" << ShortestText(o.window);
   }
   out << ":round=" << (o.rounding == KIntervalRounding::kLerp ? "lerp" : "nearest") << ":ste=";
   switch (o.surrogate) {

@@ -12,6 +12,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/threshold.h"
 
 namespace lpattn {
 
@@ -62,6 +63,36 @@ ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
                                               const KIntervalOptions& kint,
                                               const ReferenceInputs& inputs,
                                               const std::vector<double>& d_o);
+
+// §3 thresholded (differential) attention, each row through ThresholdRowForward and
+// ThresholdRowBackward. Uses options.causal and ThresholdScale(options); sinks are rejected.
+// View t has queries q[t] and keys k[t] (dense, like q and k above); view 2 is read only with
+// views = 2. lambda_param is [heads]. Rows with no visible key output zeros.
+struct ReferenceThresholdInputs {
+  std::vector<double> q[2], k[2], v;
+  std::vector<double> lambda_param;  // [heads]; used with views = 2
+};
+struct ReferenceThresholdForwardResult {
+  std::vector<double> o;
+  // Survivors (s > tau) per row and view, [views][batch, heads, q_len].
+  std::vector<int64_t> survivors;
+  int64_t visible_entries = 0;  // visible (row, key) pairs, summed over views
+  int64_t zero_entries = 0;     // those with weight exactly 0
+};
+ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& shape,
+                                                          const AttentionOptions& options,
+                                                          const ThresholdOptions& threshold,
+                                                          const ReferenceThresholdInputs& inputs);
+struct ReferenceThresholdGradients {
+  std::vector<double> dq[2], dk[2], dv;  // view 2's empty with views = 1
+  std::vector<double> d_lambda;          // [heads]; zeros with views = 1
+  double d_beta = 0.0;
+};
+ReferenceThresholdGradients ReferenceThresholdBackward(const AttentionShape& shape,
+                                                       const AttentionOptions& options,
+                                                       const ThresholdOptions& threshold,
+                                                       const ReferenceThresholdInputs& inputs,
+                                                       const std::vector<double>& d_o);
 
 // Gathers a strided float view of shape [batch, heads, tokens, dim] into the dense row-major
 // double layout the references take, so tests can compare kernels on any stride choice.
