@@ -30,6 +30,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 struct KIntervalTransform {
   static constexpr bool kRowStatsPass = true;  // the grid hangs off the final max and min
   static constexpr bool kHasRowTerms = true;   // calibration terms, or the prob surrogate's sum
+  static constexpr bool kSparseWeights = false;  // zeros only below a window: not worth a test
   // The backward's row: m, R, h, 1/h, e^h - 1, 1/Z, Delta, the exact lse, and c (the prob
   // surrogate's sum of pi g, from the terms pass).
   static constexpr size_t kRowParams = 9;
@@ -77,7 +78,7 @@ struct KIntervalTransform {
     HWY_ALIGN float z[kTileQ], z_exact[kTileQ];  // sums of w^ and of exp(u)
   };
 
-  void BeginForward(ForwardState& st, bool, float) const {
+  void BeginForward(ForwardState& st, bool, float, size_t) const {
     for (size_t i = 0; i < kTileQ; ++i) {
       st.m[i] = -std::numeric_limits<float>::infinity();
       st.a[i] = std::numeric_limits<float>::infinity();

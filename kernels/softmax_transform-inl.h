@@ -37,6 +37,7 @@ HWY_INLINE V ExpKeepNaN(D d, V x) {
 struct SoftmaxTransform {
   static constexpr bool kRowStatsPass = false;  // online: one pass with rescaling
   static constexpr bool kHasRowTerms = false;   // dS is elementwise given Delta
+  static constexpr bool kSparseWeights = false;  // exp leaves no exact zeros to skip
   static constexpr size_t kRowParams = 2;       // the backward's row: lse, Delta
   float* lse = nullptr;              // [batch, heads, q_len], written by the forward
   const float* saved_lse = nullptr;  // the same, read by the backward
@@ -48,7 +49,7 @@ struct SoftmaxTransform {
   };
 
   // §1.1: the online state starts with m = tau, Z = 1 with a sink, m = -inf, Z = 0 without.
-  static void BeginForward(ForwardState& state, bool has_sink, float sink_logit) {
+  static void BeginForward(ForwardState& state, bool has_sink, float sink_logit, size_t) {
     for (size_t i = 0; i < kTileQ; ++i) {
       state.m[i] = has_sink ? sink_logit : -std::numeric_limits<float>::infinity();
       state.z[i] = has_sink ? 1.0f : 0.0f;

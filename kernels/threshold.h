@@ -56,6 +56,28 @@ size_t ThresholdRowForward(const ThresholdOptions& options, double tau, const do
 double ThresholdRowBackward(const ThresholdOptions& options, double tau, const double* s,
                             size_t n, const double* da, double* ds);
 
+// ---- the SIMD kernel ---------------------------------------------------------------------
+
+// View t's queries and keys are q[t] and k[t], shaped and strided like exact attention's Q and
+// K; view 2's are read only with views = 2, and so is lambda_param ([heads], clamped to
+// [0, 1] per §3). survivors, when not null, receives the nonzero weights of each row and view,
+// [views][batch, heads, q_len] (the exact zeros among a row's visible entries are its visible
+// keys minus its survivors).
+struct ThresholdForwardArgs {
+  ConstTensor q[2], k[2], v;
+  const float* lambda_param = nullptr;
+  Tensor o;
+  int32_t* survivors = nullptr;
+};
+
+// §3 forward on the tiled skeleton: the L2 normalisation of Q and K (option) into scratch,
+// then per tile one dense score product per view and a P V that skips tiles without survivors
+// and accumulates sparse ones entry by entry. Uses options.causal, ThresholdScale(options) and
+// options.threads; a sink is rejected (§3 has none), as is kv_len >= 2^24 (survivor counts
+// travel as floats). Throws std::invalid_argument before any work on bad arguments.
+void ThresholdForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const ThresholdOptions& threshold, const ThresholdForwardArgs& args);
+
 }  // namespace lpattn
 
 #endif  // LPATTN_KERNELS_THRESHOLD_H_

@@ -10,14 +10,20 @@
 // result does not depend on the thread count.
 //
 // A row transform policy is an object (its options and where its saved statistics go) that
-// provides (see SoftmaxTransform, KIntervalTransform):
-//   ForwardState, BeginForward(state, has_sink, sink_logit)   per-row state of one query tile
+// provides (see SoftmaxTransform, KIntervalTransform, ThresholdTransform):
+//   ForwardState, BeginForward(state, has_sink, sink_logit, row)  per-row state of one query
+//       tile whose first row is `row` of the [batch, heads, q_len] grid
 //   kRowStatsPass: if true, ObserveTile(st, nk, columns, j0, visible, all_visible, state) on
 //       every key tile and then EndObserving(state, columns), before any weight: for weights
 //       that need the final row statistics (K-interval: row max, min, argmax, argmin)
 //   WeighTile(st, nk, columns, visible, all_visible, state, alpha)  scores -> weights in place
 //       on a key-major tile (the first `columns` queries), with a per-row factor that rescales
 //       the output accumulated so far
+//   kSparseWeights: if true, instead of WeighTile, WeighTiles(st, st2, nk, columns, visible,
+//       all_visible, state) turns one view's scores (st2 null) or two views' into weights in st
+//       and returns how many are nonzero; the tile's P V is then skipped (none), accumulated
+//       entry by entry (few) or as a dense product. No rescaling. A second view's queries and
+//       keys come in SecondView.
 //   FinishForward(state, nq, out_factor, row)    final output factor; saves the statistics of
 //       rows [row, row + nq) of the [batch, heads, q_len] grid
 //   kRowParams, RowParams(row, delta, out)      the backward's view of a row, kRowParams floats
@@ -209,10 +215,68 @@ HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
 
 // ---- forward ------------------------------------------------------------------------------
 
+// out[i] += sum_j w[j][i] v_{j0 + j} over the nonzero weights of a key-major tile (keys j < nk,
+// queries i < nq): P V for tiles where few weights survive, at a cost that scales with them.
+HWY_INLINE void SparseWeightedRows(const float* HWY_RESTRICT weights, size_t nk, size_t nq,
+                                   const HeadRows& v, size_t j0, size_t dim, size_t padded_dim,
+                                   float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t vector_dim = dim / N * N;
+  for (size_t j = 0; j < nk; ++j) {
+    const float* w = weights + j * kTileQ;
+    const float* v_row = v.row(j0 + j);
+    for (size_t i0 = 0; i0 < nq; i0 += N) {
+      if (hn::AllTrue(d, hn::Eq(hn::LoadU(d, w + i0), hn::Zero(d)))) continue;
+      for (size_t i = i0; i < std::min(i0 + N, nq); ++i) {
+        if (w[i] == 0.0f) continue;
+        float* out_row = out + i * padded_dim;
+        const auto weight = hn::Set(d, w[i]);
+        size_t c = 0;
+        for (; c < vector_dim; c += N) {
+          hn::StoreU(hn::MulAdd(weight, hn::LoadU(d, v_row + c), hn::LoadU(d, out_row + c)), d,
+                     out_row + c);
+        }
+        for (; c < dim; ++c) out_row[c] += w[i] * v_row[c];
+      }
+    }
+  }
+}
+
+// The second score product of a two-view transform (thresholded differential attention): its
+// queries and keys, shaped and strided like the first view's. Null data: one view.
+struct SecondView {
+  ConstTensor q, k;
+};
+
+// One key tile's weights of a sparse transform, then its P V: skipped when every weight is
+// zero, entry by entry when fewer than one in eight survive, else the dense product.
 template <class Transform>
-void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Transform& tr) {
+HWY_INLINE void SparseTileForward(const AttentionProblem& p, const Transform& tr,
+                                  const HeadRows& v, size_t j0, size_t nk, size_t nq,
+                                  size_t columns, bool all_visible,
+                                  typename Transform::ForwardState& state, TileWorkspace& ws,
+                                  const float* second_scores, float* out) {
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
+  float* weights = ws.scores.get();
+  const size_t nonzero = tr.WeighTiles(weights, second_scores, nk, columns, ws.visible,
+                                       all_visible, state);
+  if (nonzero == 0) return;
+  if (nonzero * 8 <= nq * nk) {
+    SparseWeightedRows(weights, nk, nq, v, j0, dim, padded_dim, out);
+    return;
+  }
+  const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
+  MatMulRanged({weights, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim, ws.range_begin,
+               ws.range_end);
+}
+
+template <class Transform>
+void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Transform& tr,
+                  const SecondView& second = {}) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
+  const bool two_views = second.q.data != nullptr;
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
     const HeadRows q = RowsOf(args.q, b, h);
@@ -222,9 +286,12 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     float* scores = ws.scores.get();
     float* out = ws.acc_a.get();
     PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel);
+    if (two_views) PackTransposed(RowsOf(second.q, b, h), i0, nq, dim, p.scale, kTileQ,
+                                  ws.panel_b.get());
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
     typename Transform::ForwardState state;
-    tr.BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f);
+    const size_t row = (b * p.heads + h) * p.q_len + i0;
+    tr.BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f, row);
 
     const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
     if constexpr (Transform::kRowStatsPass) {  // the row statistics before any weight
@@ -242,13 +309,25 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
       MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
                     columns, dim);
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-      tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
-      ScaleRows(out, nq, padded_dim, ws.factor);
-      const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
-      MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
-                   ws.range_begin, ws.range_end);
+      if constexpr (Transform::kSparseWeights) {
+        const float* second_scores = nullptr;
+        if (two_views) {
+          const HeadRows k2 = RowsOf(second.k, b, h / p.group());
+          MatMul<false>({k2.row(j0), k2.token_stride, 1}, {ws.panel_b.get(), kTileQ},
+                        {ws.grads.get(), kTileQ}, nk, columns, dim);
+          second_scores = ws.grads.get();
+        }
+        SparseTileForward(p, tr, v, j0, nk, nq, columns, all_visible, state, ws, second_scores,
+                          out);
+      } else {
+        tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
+        ScaleRows(out, nq, padded_dim, ws.factor);
+        const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
+        MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
+                     ws.range_begin, ws.range_end);
+      }
     }
-    tr.FinishForward(state, nq, ws.factor, (b * p.heads + h) * p.q_len + i0);
+    tr.FinishForward(state, nq, ws.factor, row);
     StoreRows(out, nq, dim, padded_dim, ws.factor, 1.0f, RowOf(args.o, b, h, i0),
               size_t(args.o.strides.token));
   });

@@ -163,4 +163,19 @@ void ValidateBackward(const AttentionShape& shape, const AttentionOptions& optio
   CheckKeyShaped(args.dv.strides, shape, "dv");
 }
 
+void ValidateShapeAndOptions(const AttentionShape& shape, const AttentionOptions& options) {
+  CheckShape(shape);
+  CheckOptions(options);
+}
+
+void ValidateQueryShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name) {
+  CheckNotNull(tensor.data, (std::string(name) + ".data").c_str());
+  CheckQueryShaped(tensor.strides, shape, name);
+}
+
+void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name) {
+  CheckNotNull(tensor.data, (std::string(name) + ".data").c_str());
+  CheckKeyShaped(tensor.strides, shape, name);
+}
+
 }  // namespace lpattn

@@ -12,6 +12,12 @@ void ValidateForward(const AttentionShape& shape, const AttentionOptions& option
 void ValidateBackward(const AttentionShape& shape, const AttentionOptions& options,
                       const BackwardArgs& args);
 
+// The pieces, for entry points with other arguments: the shape and options, and one Q-shaped
+// (q, o, d_o, dq) or K-shaped (k, v, dk, dv) tensor named `name` (data not null, strides valid).
+void ValidateShapeAndOptions(const AttentionShape& shape, const AttentionOptions& options);
+void ValidateQueryShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name);
+void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name);
+
 }  // namespace lpattn
 
 #endif  // LPATTN_KERNELS_VALIDATE_H_

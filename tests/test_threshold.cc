@@ -12,6 +12,7 @@
 
 #include "kernels/reference.h"
 #include "kernels/threshold.h"
+#include "tests/attention_case.h"
 
 namespace lpattn {
 namespace {
@@ -289,6 +290,182 @@ TEST(ThresholdTheory, NullModelSurvivorsStayAtMostKappa) {
     }
   }
 }
+
+// ---- the SIMD kernel against the reference ---------------------------------------------------
+
+namespace simd {
+
+using test::AttentionCase;
+using test::Layout;
+using test::OwnedTensor;
+
+// Two views' inputs in one layout: view 1 and V from one case, view 2's Q and K from another.
+struct TwoViewCase {
+  AttentionCase first, second;
+  std::vector<float> lambda_param;
+  TwoViewCase(const AttentionShape& shape, bool causal, Layout layout, uint32_t seed = 1)
+      : first(shape, causal, SinkMode::kNone, layout, seed),
+        second(shape, causal, SinkMode::kNone, layout, seed + 100) {
+    for (int64_t h = 0; h < shape.heads; ++h) lambda_param.push_back(0.2f + 0.5f * float(h % 2));
+  }
+  const AttentionShape& shape() const { return first.shape; }
+  const AttentionOptions& options() const { return first.options; }
+  ReferenceThresholdInputs Dense() const {
+    ReferenceThresholdInputs in;
+    in.q[0] = first.q.Dense();
+    in.k[0] = first.k.Dense();
+    in.q[1] = second.q.Dense();
+    in.k[1] = second.k.Dense();
+    in.v = first.v.Dense();
+    in.lambda_param.assign(lambda_param.begin(), lambda_param.end());
+    return in;
+  }
+};
+
+struct ThresholdRun {
+  OwnedTensor o;
+  std::vector<int32_t> survivors;
+};
+
+ThresholdRun RunForward(const TwoViewCase& c, const ThresholdOptions& threshold, Layout layout,
+                        int threads = 0) {
+  const AttentionShape& s = c.shape();
+  ThresholdRun run{OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout),
+                   std::vector<int32_t>(size_t(threshold.views * s.batch * s.heads * s.q_len), -1)};
+  ThresholdForwardArgs args;
+  args.q[0] = c.first.q.cview();
+  args.k[0] = c.first.k.cview();
+  args.q[1] = c.second.q.cview();
+  args.k[1] = c.second.k.cview();
+  args.v = c.first.v.cview();
+  args.lambda_param = c.lambda_param.data();
+  args.o = run.o.view();
+  args.survivors = run.survivors.data();
+  AttentionOptions options = c.options();
+  options.threads = threads;
+  ThresholdForward(s, options, threshold, args);
+  return run;
+}
+
+// O within 1e-5 of the reference (over 1 + max |O|) on every target; survivors per row equal
+// but for entries whose score lies within float rounding of tau (at most 1% of rows + 1 differ,
+// by at most 2 each).
+void ExpectForwardMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
+                                   const std::string& text) {
+  const ThresholdOptions threshold = ParseThreshold(text);
+  const TwoViewCase c(shape, causal, layout);
+  const ReferenceThresholdForwardResult ref =
+      ReferenceThresholdForward(shape, c.options(), threshold, c.Dense());
+  for (const std::string& target : test::SupportedTargets()) {
+    const test::ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok) << target;
+    const ThresholdRun run = RunForward(c, threshold, layout);
+    const std::string where = text + " on " + target + (causal ? " causal" : " full") + " T" +
+                              std::to_string(shape.q_len) + "x" + std::to_string(shape.kv_len) +
+                              " D" + std::to_string(shape.head_dim);
+    EXPECT_LE(test::ScaledMaxError(run.o.Dense(), ref.o), 1e-5) << where;
+    size_t differing = 0;
+    for (size_t r = 0; r < ref.survivors.size(); ++r) {
+      const int64_t diff = std::abs(int64_t(run.survivors[r]) - ref.survivors[r]);
+      EXPECT_LE(diff, 2) << where << " row " << r;
+      differing += diff != 0 ? 1 : 0;
+    }
+    EXPECT_LE(differing, ref.survivors.size() / 100 + 1) << where;
+  }
+}
+
+// beta = 0 keeps every positive cosine (dense tiles), beta = 1 is the null-model threshold
+// (nearly every tile skipped or sparse), beta = 0.5 mixes the two.
+const char* const kForwardOptions[] = {"views=2,p=2,beta=0", "views=2,p=2,beta=0.5",
+                                       "views=2,p=2", "views=1,p=1,beta=0.5",
+                                       "views=2,p=3,beta=0.3", "views=1,p=2,beta=0.2,l2=0"};
+
+TEST(ThresholdKernel, ForwardMatchesReferenceOverShapes) {
+  for (int64_t t : {1, 2, 7, 64, 65, 257}) {
+    for (int64_t dim : {3, 16, 64, 80}) {
+      for (bool causal : {false, true}) {
+        for (const char* text : kForwardOptions) {
+          ExpectForwardMatchesReference({1, 2, 1, t, t, dim}, causal, Layout::kBHTD, text);
+        }
+      }
+    }
+  }
+}
+
+TEST(ThresholdKernel, ForwardMatchesReferenceOnOtherLayoutsAndLengths) {
+  for (bool causal : {false, true}) {
+    for (const char* text : {"views=2,p=2,beta=0.3", "views=1,p=1,beta=0.6"}) {
+      ExpectForwardMatchesReference({2, 4, 2, 100, 100, 32}, causal, Layout::kBTHD, text);
+      ExpectForwardMatchesReference({1, 2, 2, 40, 150, 16}, causal, Layout::kBHTD, text);
+      ExpectForwardMatchesReference({1, 2, 1, 150, 40, 24}, causal, Layout::kBHTD, text);
+    }
+  }
+}
+
+TEST(ThresholdKernel, ForwardDoesNotDependOnTheThreadCount) {
+  const TwoViewCase c({2, 4, 2, 300, 300, 64}, true, Layout::kBHTD);
+  const ThresholdOptions threshold = ParseThreshold("views=2,beta=0.4");
+  const ThresholdRun one = RunForward(c, threshold, Layout::kBHTD, 1);
+  const ThresholdRun two = RunForward(c, threshold, Layout::kBHTD, 2);
+  EXPECT_EQ(one.o.storage, two.o.storage);
+  EXPECT_EQ(one.survivors, two.survivors);
+}
+
+TEST(ThresholdKernel, AllZeroRowsGiveZerosNotNaN) {
+  TwoViewCase c({1, 2, 1, 70, 70, 16}, true, Layout::kBHTD);
+  std::fill(c.first.q.storage.begin(), c.first.q.storage.end(), 0.0f);
+  std::fill(c.second.k.storage.begin(), c.second.k.storage.end(), 0.0f);
+  const ThresholdRun run = RunForward(c, ParseThreshold("views=2,beta=0.2"), Layout::kBHTD);
+  for (const float x : run.o.storage) EXPECT_EQ(x, 0.0f);
+  for (const int32_t n : run.survivors) EXPECT_EQ(n, 0);
+}
+
+TEST(ThresholdKernel, RejectsBadCallsBeforeAnyWork) {
+  const TwoViewCase c({1, 2, 1, 8, 8, 4}, false, Layout::kBHTD);
+  OwnedTensor o(1, 2, 8, 4, Layout::kBHTD);
+  std::fill(o.storage.begin(), o.storage.end(), 7.0f);
+  ThresholdForwardArgs args;
+  args.q[0] = c.first.q.cview();
+  args.k[0] = c.first.k.cview();
+  args.q[1] = c.second.q.cview();
+  args.k[1] = c.second.k.cview();
+  args.v = c.first.v.cview();
+  args.lambda_param = c.lambda_param.data();
+  args.o = o.view();
+  auto expect_rejected = [&](const AttentionOptions& options, const ThresholdOptions& threshold,
+                             const ThresholdForwardArgs& a, const char* fragment) {
+    try {
+      ThresholdForward(c.shape(), options, threshold, a);
+      ADD_FAILURE() << "accepted a call that should fail with '" << fragment << "'";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+    for (const float x : o.storage) ASSERT_EQ(x, 7.0f);  // nothing written
+  };
+  const ThresholdOptions two_views;
+  AttentionOptions sink;
+  sink.sink = SinkMode::kOffByOne;
+  expect_rejected(sink, two_views, args, "sinks");
+  ThresholdForwardArgs no_lambda = args;
+  no_lambda.lambda_param = nullptr;
+  expect_rejected({}, two_views, no_lambda, "lambda_param is null");
+  std::vector<float> nan_lambda = {0.5f, NAN};
+  ThresholdForwardArgs bad_lambda = args;
+  bad_lambda.lambda_param = nan_lambda.data();
+  expect_rejected({}, two_views, bad_lambda, "lambda_param[1]");
+  ThresholdForwardArgs no_k2 = args;
+  no_k2.k[1] = {};
+  expect_rejected({}, two_views, no_k2, "k[1].data is null");
+  ThresholdOptions bad_power;
+  bad_power.power = 5;
+  expect_rejected({}, bad_power, args, "p must be");
+  // One view reads neither view 2 nor lambda.
+  ThresholdOptions one_view;
+  one_view.views = 1;
+  EXPECT_NO_THROW(ThresholdForward(c.shape(), {}, one_view, no_lambda));
+}
+
+}  // namespace simd
 
 }  // namespace
 }  // namespace lpattn
