@@ -78,6 +78,23 @@ struct ThresholdForwardArgs {
 void ThresholdForward(const AttentionShape& shape, const AttentionOptions& options,
                       const ThresholdOptions& threshold, const ThresholdForwardArgs& args);
 
+// The backward's arguments: the forward's inputs, d_o (dL/dy); dq, dk (per view) and dv are
+// overwritten; d_lambda ([heads], views = 2) is written; d_beta, when not null, receives
+// dL/dbeta (a learnable beta, §3).
+struct ThresholdBackwardArgs {
+  ConstTensor q[2], k[2], v, d_o;
+  const float* lambda_param = nullptr;
+  Tensor dq[2], dk[2], dv;
+  float* d_lambda = nullptr;
+  float* d_beta = nullptr;
+};
+
+// §3 backward: per view, dS = c dP p max(s - tau, 0)^(p-1) (c = 1, -lambda) on the tiled
+// skeleton, dV = sum over views of c a^T dO, the row sums that d lambda and d beta need, then
+// the L2-normalisation backward into dq and dk. The same checks as ThresholdForward.
+void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& options,
+                       const ThresholdOptions& threshold, const ThresholdBackwardArgs& args);
+
 }  // namespace lpattn
 
 #endif  // LPATTN_KERNELS_THRESHOLD_H_

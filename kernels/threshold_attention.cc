@@ -22,6 +22,8 @@ struct ThresholdCall {
   ThresholdOptions options;
   std::vector<float> tau;     // [q_len]
   std::vector<float> lambda;  // [heads]; empty with one view
+  // The backward's c per view and head: 1 for view 1, -lambda for view 2.
+  std::vector<float> coefficient[2];
 };
 }  // namespace lpattn
 #endif
@@ -38,20 +40,35 @@ HWY_BEFORE_NAMESPACE();
 namespace lpattn {
 namespace HWY_NAMESPACE {
 
-void ThresholdForwardTiled(const AttentionProblem& problem, const ThresholdCall& call,
-                           const ThresholdForwardArgs& args) {
+ThresholdTransform MakeTransform(const AttentionProblem& problem, const ThresholdCall& call) {
   ThresholdTransform transform;
   transform.power = call.options.power;
   transform.tau = call.tau.data();
   transform.lambda = call.lambda.empty() ? nullptr : call.lambda.data();
   transform.q_len = problem.q_len;
   transform.heads = problem.heads;
-  transform.survivors = args.survivors;
   transform.rows = problem.batch * problem.heads * problem.q_len;
+  return transform;
+}
+
+void ThresholdForwardTiled(const AttentionProblem& problem, const ThresholdCall& call,
+                           const ThresholdForwardArgs& args) {
+  ThresholdTransform transform = MakeTransform(problem, call);
+  transform.survivors = args.survivors;
   const SecondView second =
       call.options.views == 2 ? SecondView{args.q[1], args.k[1]} : SecondView{};
   TiledForward(problem, ForwardArgs{args.q[0], args.k[0], args.v, args.o, nullptr}, transform,
                second);
+}
+
+// One view's backward (its Q, K and dQ, dK in args; dV of this view alone), with its row sums.
+void ThresholdBackwardTiled(const AttentionProblem& problem, const ThresholdCall& call, int view,
+                            const BackwardArgs& args, float* row_ds, float* row_a_dp) {
+  ThresholdTransform transform = MakeTransform(problem, call);
+  transform.coefficient = call.coefficient[view].data();
+  transform.row_ds = row_ds;
+  transform.row_a_dp = row_a_dp;
+  TiledBackward(problem, args, transform);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -63,6 +80,7 @@ HWY_AFTER_NAMESPACE();
 namespace lpattn {
 
 HWY_EXPORT(ThresholdForwardTiled);
+HWY_EXPORT(ThresholdBackwardTiled);
 
 namespace {
 
@@ -114,6 +132,31 @@ NormalisedRows Normalise(const ConstTensor& x, int64_t batch, int64_t heads, int
   return out;
 }
 
+// The L2 normalisation's backward (§3): out = (g - x^ (x^ . g)) / max(||x||, 1e-12) per row, g
+// the dense gradient with respect to x^ and x the strided original.
+void NormaliseBackward(const ConstTensor& x, const NormalisedRows& hat, const std::vector<float>& g,
+                       const Tensor& out, int64_t batch, int64_t heads, int64_t tokens,
+                       int64_t dim) {
+  const size_t rows = size_t(batch * heads * tokens);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, rows, 256), [&](const auto& range) {
+    for (size_t r = range.begin(); r != range.end(); ++r) {
+      const int64_t b = int64_t(r) / (heads * tokens), h = int64_t(r) / tokens % heads,
+                    t = int64_t(r) % tokens;
+      const float* row = x.data + b * x.strides.batch + h * x.strides.head + t * x.strides.token;
+      const float* h_row = hat.data.data() + r * size_t(dim);
+      const float* g_row = g.data() + r * size_t(dim);
+      double sum = 0.0, along = 0.0;
+      for (int64_t c = 0; c < dim; ++c) {
+        sum += double(row[c]) * row[c];
+        along += double(h_row[c]) * g_row[c];
+      }
+      const double inverse = 1.0 / std::max(std::sqrt(sum), 1e-12);
+      float* dst = out.data + b * out.strides.batch + h * out.strides.head + t * out.strides.token;
+      for (int64_t c = 0; c < dim; ++c) dst[c] = float((g_row[c] - h_row[c] * along) * inverse);
+    }
+  });
+}
+
 ThresholdCall MakeCall(const AttentionShape& shape, const AttentionProblem& problem,
                        const ThresholdOptions& threshold, const float* lambda_param) {
   ThresholdCall call;
@@ -123,8 +166,12 @@ ThresholdCall MakeCall(const AttentionShape& shape, const AttentionProblem& prob
     call.tau[size_t(i)] = float(
         ThresholdTau(threshold, int64_t(problem.VisibleEnd(size_t(i))), shape.head_dim));
   }
+  call.coefficient[0].assign(size_t(shape.heads), 1.0f);
   if (threshold.views == 2) {
-    for (int64_t h = 0; h < shape.heads; ++h) call.lambda.push_back(float(ClampLambda(lambda_param[h])));
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      call.lambda.push_back(float(ClampLambda(lambda_param[h])));
+      call.coefficient[1].push_back(-call.lambda.back());
+    }
   }
   return call;
 }
@@ -159,6 +206,120 @@ void ThresholdForward(const AttentionShape& shape, const AttentionOptions& optio
       normalised.k[t] = keep.back().view;
     }
     HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, normalised);
+  });
+}
+
+namespace {
+
+void CheckBackwardTensors(const AttentionShape& shape, const ThresholdOptions& threshold,
+                          const ThresholdBackwardArgs& args) {
+  static const char* const kNames[2][4] = {{"q[0]", "k[0]", "dq[0]", "dk[0]"},
+                                           {"q[1]", "k[1]", "dq[1]", "dk[1]"}};
+  for (int t = 0; t < threshold.views; ++t) {
+    ValidateQueryShaped(args.q[t], shape, kNames[t][0]);
+    ValidateKeyShaped(args.k[t], shape, kNames[t][1]);
+    ValidateQueryShaped(args.dq[t], shape, kNames[t][2]);
+    ValidateKeyShaped(args.dk[t], shape, kNames[t][3]);
+  }
+  ValidateKeyShaped(args.v, shape, "v");
+  ValidateQueryShaped(args.d_o, shape, "d_o");
+  ValidateKeyShaped(args.dv, shape, "dv");
+  if (threshold.views == 2 && args.d_lambda == nullptr) {
+    Fail("d_lambda is null (required with views = 2)");
+  }
+}
+
+// out += dense, over a K-shaped strided tensor.
+void AddInto(const std::vector<float>& dense, const Tensor& out, const AttentionShape& shape) {
+  const size_t dim = size_t(shape.head_dim);
+  for (size_t r = 0; r < dense.size() / dim; ++r) {
+    const int64_t b = int64_t(r) / (shape.kv_heads * shape.kv_len);
+    const int64_t h = int64_t(r) / shape.kv_len % shape.kv_heads, j = int64_t(r) % shape.kv_len;
+    float* dst = out.data + b * out.strides.batch + h * out.strides.head + j * out.strides.token;
+    for (size_t c = 0; c < dim; ++c) dst[c] += dense[r * dim + c];
+  }
+}
+
+// d lambda_param_h = -[0 <= lambda_param_h <= 1] * (sum over the head's rows of sum_j a2 dP).
+void LambdaGradients(const AttentionShape& shape, const float* lambda_param,
+                     const std::vector<float>& row_a_dp, float* d_lambda) {
+  for (int64_t h = 0; h < shape.heads; ++h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < shape.batch; ++b) {
+      const size_t first = size_t((b * shape.heads + h) * shape.q_len);
+      for (size_t i = 0; i < size_t(shape.q_len); ++i) sum += row_a_dp[first + i];
+    }
+    d_lambda[h] = float(-LambdaSlope(lambda_param[h]) * sum);
+  }
+}
+
+// d beta = -sum over views and rows of (tau_i / beta) sum_j dS_ij.
+float BetaGradient(const AttentionShape& shape, const AttentionProblem& problem,
+                   const ThresholdOptions& threshold, const std::vector<float>& row_ds) {
+  double sum = 0.0;
+  for (size_t r = 0; r < row_ds.size(); ++r) {
+    const size_t i = r % size_t(shape.q_len);
+    sum += ThresholdTauPerBeta(threshold, int64_t(problem.VisibleEnd(i)), shape.head_dim) *
+           row_ds[r];
+  }
+  return float(-sum);
+}
+
+}  // namespace
+
+void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& options,
+                       const ThresholdOptions& threshold, const ThresholdBackwardArgs& args) {
+  CheckThresholdCall(shape, options, threshold, args.lambda_param);
+  CheckBackwardTensors(shape, threshold, args);
+  AttentionProblem problem = MakeProblem(shape, options);
+  problem.scale = float(ThresholdScale(options));
+  const ThresholdCall call = MakeCall(shape, problem, threshold, args.lambda_param);
+  const size_t rows = size_t(shape.batch * shape.heads * shape.q_len);
+  const size_t kv_size = size_t(shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim);
+  const Strides q_dense = ContiguousBHTD(shape.heads, shape.q_len, shape.head_dim);
+  const Strides kv_dense = ContiguousBHTD(shape.kv_heads, shape.kv_len, shape.head_dim);
+  RunWithThreads(options.threads, [&] {
+    std::vector<float> row_ds(args.d_beta != nullptr ? size_t(threshold.views) * rows : 0);
+    std::vector<float> row_a_dp(threshold.views == 2 ? rows : 0);
+    std::vector<float> second_dv(threshold.views == 2 ? kv_size : 0);
+    for (int t = 0; t < threshold.views; ++t) {
+      // View t on the skeleton: its (normalised) Q and K; dV of view 2 apart, added below.
+      BackwardArgs a;
+      a.q = args.q[t];
+      a.k = args.k[t];
+      a.v = args.v;
+      a.o = args.d_o;  // the transform needs no Delta = dO . o
+      a.d_o = args.d_o;
+      a.dq = args.dq[t];
+      a.dk = args.dk[t];
+      a.dv = t == 0 ? args.dv : Tensor{second_dv.data(), kv_dense};
+      NormalisedRows q_hat, k_hat;
+      std::vector<float> dq_hat, dk_hat;
+      if (threshold.l2_normalize) {
+        q_hat = Normalise(args.q[t], shape.batch, shape.heads, shape.q_len, shape.head_dim);
+        k_hat = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim);
+        dq_hat.resize(rows * size_t(shape.head_dim));
+        dk_hat.resize(kv_size);
+        a.q = q_hat.view;
+        a.k = k_hat.view;
+        a.dq = {dq_hat.data(), q_dense};
+        a.dk = {dk_hat.data(), kv_dense};
+      }
+      HWY_DYNAMIC_DISPATCH(ThresholdBackwardTiled)(
+          problem, call, t, a, row_ds.empty() ? nullptr : row_ds.data() + size_t(t) * rows,
+          t == 1 ? row_a_dp.data() : nullptr);
+      if (threshold.l2_normalize) {
+        NormaliseBackward(args.q[t], q_hat, dq_hat, args.dq[t], shape.batch, shape.heads,
+                          shape.q_len, shape.head_dim);
+        NormaliseBackward(args.k[t], k_hat, dk_hat, args.dk[t], shape.batch, shape.kv_heads,
+                          shape.kv_len, shape.head_dim);
+      }
+    }
+    if (threshold.views == 2) {
+      AddInto(second_dv, args.dv, shape);
+      LambdaGradients(shape, args.lambda_param, row_a_dp, args.d_lambda);
+    }
+    if (args.d_beta != nullptr) *args.d_beta = BetaGradient(shape, problem, threshold, row_ds);
   });
 }
 

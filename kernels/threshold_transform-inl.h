@@ -40,8 +40,9 @@ HWY_INLINE V Exceedance(D d, int p, V s, V tau) {
 
 struct ThresholdTransform {
   static constexpr bool kRowStatsPass = false;  // tau depends on the row length only
-  static constexpr bool kHasRowTerms = false;
+  static constexpr bool kHasRowTerms = true;    // the row sums of d beta and d lambda
   static constexpr bool kSparseWeights = true;  // exact zeros: skip or sparse P V
+  static constexpr size_t kRowParams = 2;       // the backward's row: tau, c
 
   int power = 2;
   const float* tau = nullptr;     // [q_len]: the threshold of each query row
@@ -49,6 +50,12 @@ struct ThresholdTransform {
   size_t q_len = 0, heads = 0;
   int32_t* survivors = nullptr;   // optional [views][rows]: nonzero weights per row and view
   size_t rows = 0;                // batch * heads * q_len
+  // The backward runs once per view: c = 1 for view 1, -lambda for view 2, per head [heads].
+  const float* coefficient = nullptr;
+  // Optional [rows] outputs of the backward's terms pass: sum_j dS_ij (for d beta) and
+  // sum_j a_ij dP_ij (for d lambda).
+  float* row_ds = nullptr;
+  float* row_a_dp = nullptr;
 
   struct ForwardState {
     HWY_ALIGN float tau[kTileQ];
@@ -96,6 +103,53 @@ struct ThresholdTransform {
       hn::Store(kept2, d, st.kept[1] + i);
     }
     return nonzero;
+  }
+
+  // ---- backward (§3), one view per call ----
+
+  void RowParams(size_t row, float, float* out) const {
+    out[0] = tau[row % q_len];
+    out[1] = coefficient[row / q_len % heads];
+  }
+
+  // w = c a (for dV) and dS = c dP p max(s - tau, 0)^(p-1).
+  template <class D, class V>
+  HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) const {
+    V a, slope;
+    WeightAndSlope(d, s, row[0], a, slope);
+    w = hn::Mul(row[1], a);
+    ds = hn::Mul(hn::Mul(row[1], dp), slope);
+  }
+
+  bool NeedsRowTerms() const { return row_ds != nullptr || row_a_dp != nullptr; }
+  size_t Argmax(size_t) const { return 0; }  // no extrema corrections
+  size_t Argmin(size_t) const { return 0; }
+
+  // Row-sum elements: dS, and a dP.
+  template <class D, class V>
+  HWY_INLINE void Terms(D d, V s, V dp, const V* row, V& t1, V& t2) const {
+    V a, slope;
+    WeightAndSlope(d, s, row[0], a, slope);
+    t1 = hn::Mul(hn::Mul(row[1], dp), slope);
+    t2 = hn::Mul(a, dp);
+  }
+
+  void FinishTerms(size_t row, float t1, float t2, float*, float* corrections) const {
+    if (row_ds != nullptr) row_ds[row] = t1;
+    if (row_a_dp != nullptr) row_a_dp[row] = t2;
+    corrections[0] = corrections[1] = 0.0f;
+  }
+
+  // a = max(s - tau, 0)^p (NaN kept) and its slope p max(s - tau, 0)^(p-1) (0 at the kink).
+  template <class D, class V>
+  HWY_INLINE void WeightAndSlope(D d, V s, V tau, V& a, V& slope) const {
+    a = Exceedance(d, power, s, tau);
+    const auto x = hn::Sub(s, tau);
+    const auto kept = hn::Gt(x, hn::Zero(d));
+    const auto p_slope = power == 1   ? hn::Set(d, 1.0f)
+                         : power == 2 ? hn::Add(x, x)
+                                      : hn::Mul(hn::Set(d, 3.0f), hn::Mul(x, x));
+    slope = hn::IfThenElseZero(kept, p_slope);
   }
 
   // No normaliser: the output factor is 1. Saves the survivors per row when asked to.

@@ -420,6 +420,138 @@ TEST(ThresholdKernel, AllZeroRowsGiveZerosNotNaN) {
   for (const int32_t n : run.survivors) EXPECT_EQ(n, 0);
 }
 
+struct ThresholdGradRun {
+  OwnedTensor dq[2], dk[2], dv;
+  std::vector<float> d_lambda;
+  float d_beta = 0.0f;
+};
+
+ThresholdGradRun RunBackward(const TwoViewCase& c, const ThresholdOptions& threshold,
+                             Layout layout, int threads = 0) {
+  const AttentionShape& s = c.shape();
+  ThresholdGradRun run;
+  ThresholdBackwardArgs args;
+  for (int t = 0; t < 2; ++t) {
+    run.dq[t] = OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout);
+    run.dk[t] = OwnedTensor(s.batch, s.kv_heads, s.kv_len, s.head_dim, layout);
+    args.dq[t] = run.dq[t].view();
+    args.dk[t] = run.dk[t].view();
+  }
+  run.dv = OwnedTensor(s.batch, s.kv_heads, s.kv_len, s.head_dim, layout);
+  run.d_lambda.assign(size_t(s.heads), -1.0f);
+  args.q[0] = c.first.q.cview();
+  args.k[0] = c.first.k.cview();
+  args.q[1] = c.second.q.cview();
+  args.k[1] = c.second.k.cview();
+  args.v = c.first.v.cview();
+  args.d_o = c.first.d_o.cview();
+  args.lambda_param = c.lambda_param.data();
+  args.dv = run.dv.view();
+  args.d_lambda = run.d_lambda.data();
+  args.d_beta = &run.d_beta;
+  AttentionOptions options = c.options();
+  options.threads = threads;
+  ThresholdBackward(s, options, threshold, args);
+  return run;
+}
+
+// Rows of a [rows x dim] gradient whose error exceeds 2e-5 (over 1 + max |ref|).
+size_t BadRows(const std::vector<double>& kernel, const std::vector<double>& ref, size_t dim) {
+  double scale = 0.0;
+  for (double x : ref) scale = std::max(scale, std::abs(x));
+  size_t bad = 0;
+  for (size_t r = 0; r < ref.size() / dim; ++r) {
+    double err = 0.0;
+    for (size_t c = 0; c < dim; ++c) {
+      err = std::max(err, std::abs(kernel[r * dim + c] - ref[r * dim + c]) / (1.0 + scale));
+      if (std::isnan(kernel[r * dim + c]) != std::isnan(ref[r * dim + c])) err = INFINITY;
+    }
+    bad += err > 2e-5 ? 1 : 0;
+  }
+  return bad;
+}
+
+// Every gradient within 2e-5 of the reference on every target. p = 1's slope jumps at tau, so
+// there a score within float rounding of tau may take the other side: up to 1% of rows + 1 of
+// each gradient may differ (and d beta gets a looser bound).
+void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
+                                    const std::string& text) {
+  const ThresholdOptions threshold = ParseThreshold(text);
+  const TwoViewCase c(shape, causal, layout);
+  const ReferenceThresholdGradients ref =
+      ReferenceThresholdBackward(shape, c.options(), threshold, c.Dense(), c.first.d_o.Dense());
+  const size_t dim = size_t(shape.head_dim);
+  for (const std::string& target : test::SupportedTargets()) {
+    const test::ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok) << target;
+    const ThresholdGradRun run = RunBackward(c, threshold, layout);
+    const std::string where = text + " on " + target + (causal ? " causal" : " full") + " T" +
+                              std::to_string(shape.q_len) + "x" + std::to_string(shape.kv_len) +
+                              " D" + std::to_string(shape.head_dim);
+    const size_t q_rows = ref.dv.size() / dim, flips = threshold.power == 1 ? q_rows / 100 + 1 : 0;
+    for (int t = 0; t < threshold.views; ++t) {
+      EXPECT_LE(BadRows(run.dq[t].Dense(), ref.dq[t], dim), flips) << where << " dq" << t;
+      EXPECT_LE(BadRows(run.dk[t].Dense(), ref.dk[t], dim), flips) << where << " dk" << t;
+    }
+    EXPECT_LE(BadRows(run.dv.Dense(), ref.dv, dim), flips) << where << " dv";
+    const double beta_tolerance = threshold.power == 1 ? 1e-2 : 1e-4;
+    EXPECT_NEAR(run.d_beta, ref.d_beta, beta_tolerance * (1.0 + std::abs(ref.d_beta))) << where;
+    if (threshold.views == 2) {
+      for (size_t h = 0; h < ref.d_lambda.size(); ++h) {
+        EXPECT_NEAR(run.d_lambda[h], ref.d_lambda[h], 1e-4 * (1.0 + std::abs(ref.d_lambda[h])))
+            << where << " head " << h;
+      }
+    }
+  }
+}
+
+TEST(ThresholdKernel, BackwardMatchesReferenceOverShapes) {
+  for (int64_t t : {1, 7, 64, 130}) {
+    for (int64_t dim : {3, 16, 64}) {
+      for (bool causal : {false, true}) {
+        for (const char* text : kForwardOptions) {
+          ExpectBackwardMatchesReference({1, 2, 1, t, t, dim}, causal, Layout::kBHTD, text);
+        }
+      }
+    }
+  }
+}
+
+TEST(ThresholdKernel, BackwardMatchesReferenceOnOtherLayoutsAndLengths) {
+  for (bool causal : {false, true}) {
+    for (const char* text : {"views=2,p=2,beta=0.3", "views=1,p=3,beta=0.6"}) {
+      ExpectBackwardMatchesReference({2, 4, 2, 100, 100, 32}, causal, Layout::kBTHD, text);
+      ExpectBackwardMatchesReference({1, 2, 2, 40, 150, 16}, causal, Layout::kBHTD, text);
+      ExpectBackwardMatchesReference({1, 2, 1, 150, 40, 24}, causal, Layout::kBHTD, text);
+    }
+  }
+}
+
+TEST(ThresholdKernel, BackwardDoesNotDependOnTheThreadCount) {
+  const TwoViewCase c({2, 4, 2, 300, 300, 64}, true, Layout::kBHTD);
+  const ThresholdOptions threshold = ParseThreshold("views=2,beta=0.4");
+  const ThresholdGradRun one = RunBackward(c, threshold, Layout::kBHTD, 1);
+  const ThresholdGradRun two = RunBackward(c, threshold, Layout::kBHTD, 2);
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_EQ(one.dq[t].storage, two.dq[t].storage);
+    EXPECT_EQ(one.dk[t].storage, two.dk[t].storage);
+  }
+  EXPECT_EQ(one.dv.storage, two.dv.storage);
+  EXPECT_EQ(one.d_lambda, two.d_lambda);
+  EXPECT_EQ(one.d_beta, two.d_beta);
+}
+
+TEST(ThresholdKernel, LambdaOutsideTheUnitIntervalGetsZeroGradient) {
+  TwoViewCase c({1, 2, 1, 50, 50, 16}, true, Layout::kBHTD);
+  c.lambda_param = {1.5f, -0.2f};
+  const ThresholdGradRun run = RunBackward(c, ParseThreshold("views=2,beta=0.2"), Layout::kBHTD);
+  EXPECT_EQ(run.d_lambda, std::vector<float>({0.0f, 0.0f}));
+  c.lambda_param = {1.0f, 0.0f};  // the ends are inside
+  const ThresholdGradRun ends = RunBackward(c, ParseThreshold("views=2,beta=0.2"), Layout::kBHTD);
+  EXPECT_NE(ends.d_lambda[0], 0.0f);
+  EXPECT_NE(ends.d_lambda[1], 0.0f);
+}
+
 TEST(ThresholdKernel, RejectsBadCallsBeforeAnyWork) {
   const TwoViewCase c({1, 2, 1, 8, 8, 4}, false, Layout::kBHTD);
   OwnedTensor o(1, 2, 8, 4, Layout::kBHTD);
