@@ -22,6 +22,7 @@
 #include "bench/peak_fma.h"
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/threshold.h"
 
 namespace lpattn::bench {
 namespace {
@@ -318,6 +319,97 @@ void BM_KIntervalBackward(benchmark::State& state, const KIntervalOptions& kint)
   SetFlopCounters(state, BackwardFlops(s, config.options.causal), config.options.threads);
 }
 
+// Thresholded attention (spec §3) on N(0, 1) inputs: with beta = 1 that is the null model, so
+// more than 99% of the visible weights are exact zeros (the zero_frac counter says how many).
+// FLOPs: the dense-equivalent count, a score product and a P V per view and visible pair
+// (ForwardFlops per view, 2.5 times that for the backward), so GFLOPS says how far skipping
+// zeros takes the kernel past a dense one.
+double ThresholdForwardFlops(const AttentionShape& s, bool causal, int views) {
+  return ForwardFlops(s, causal) * (views == 2 ? 1.5 : 1.0);
+}
+
+struct ThresholdBuffers {
+  ThresholdBuffers(const AttentionShape& s, int views)
+      : forward(s),
+        q2(RandomNormal(QElements(s), 5)),
+        k2(RandomNormal(KvElements(s), 6)),
+        lambda(size_t(s.heads), 0.5f),
+        survivors(size_t(views * s.batch * s.heads * s.q_len)) {}
+  ThresholdForwardArgs Args() {
+    ThresholdForwardArgs args;
+    const ForwardArgs exact = forward.Args();
+    args.q[0] = exact.q;
+    args.k[0] = exact.k;
+    args.q[1] = {q2.data(), forward.q_strides};
+    args.k[1] = {k2.data(), forward.kv_strides};
+    args.v = exact.v;
+    args.o = exact.o;
+    args.lambda_param = lambda.data();
+    args.survivors = survivors.data();
+    return args;
+  }
+  // The share of visible weights that are exact zeros in the last forward.
+  double ZeroFraction(const AttentionShape& s, bool causal, int views) const {
+    double kept = 0.0;
+    for (const int32_t n : survivors) kept += n;
+    return 1.0 - kept / (views * double(s.batch * s.heads) * VisiblePairs(s, causal));
+  }
+  ForwardBuffers forward;
+  std::vector<float> q2, k2, lambda;
+  std::vector<int32_t> survivors;
+};
+
+void BM_ThresholdForward(benchmark::State& state, const ThresholdOptions& threshold) {
+  const BenchConfig config = ConfigOf(state);
+  ThresholdBuffers buffers(config.shape, threshold.views);
+  const ThresholdForwardArgs args = buffers.Args();
+  try {
+    for (auto _ : state) ThresholdForward(config.shape, config.options, threshold, args);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  SetFlopCounters(state, ThresholdForwardFlops(config.shape, config.options.causal, threshold.views),
+                  config.options.threads);
+  state.counters["zero_frac"] =
+      buffers.ZeroFraction(config.shape, config.options.causal, threshold.views);
+}
+
+// One untimed forward measures the zeros; only the backward is timed.
+void BM_ThresholdBackward(benchmark::State& state, const ThresholdOptions& threshold) {
+  const BenchConfig config = ConfigOf(state);
+  const AttentionShape& s = config.shape;
+  ThresholdBuffers buffers(s, threshold.views);
+  std::vector<float> d_o = RandomNormal(QElements(s), 4), d_lambda(size_t(s.heads));
+  std::vector<float> grads[5] = {std::vector<float>(QElements(s)), std::vector<float>(QElements(s)),
+                                 std::vector<float>(KvElements(s)), std::vector<float>(KvElements(s)),
+                                 std::vector<float>(KvElements(s))};
+  const ThresholdForwardArgs forward = buffers.Args();
+  const Strides qs = buffers.forward.q_strides, kvs = buffers.forward.kv_strides;
+  ThresholdBackwardArgs args;
+  for (int t = 0; t < 2; ++t) {
+    args.q[t] = forward.q[t];
+    args.k[t] = forward.k[t];
+    args.dq[t] = {grads[t].data(), qs};
+    args.dk[t] = {grads[2 + t].data(), kvs};
+  }
+  args.v = forward.v;
+  args.d_o = {d_o.data(), qs};
+  args.lambda_param = forward.lambda_param;
+  args.dv = {grads[4].data(), kvs};
+  args.d_lambda = d_lambda.data();
+  try {
+    ThresholdForward(s, config.options, threshold, forward);
+    for (auto _ : state) ThresholdBackward(s, config.options, threshold, args);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  SetFlopCounters(state, 2.5 * ThresholdForwardFlops(s, config.options.causal, threshold.views),
+                  config.options.threads);
+  state.counters["zero_frac"] = buffers.ZeroFraction(s, config.options.causal, threshold.views);
+}
+
 // ---- registration --------------------------------------------------------------------------
 
 // No Iterations() or MinTime() here: Google Benchmark would append "/iterations:n" or
@@ -343,6 +435,11 @@ const bool kRegistered = [] {
     const KIntervalOptions kint = ParseKInterval(text);
     RegisterFamily("kint:" + FormatKInterval(kint) + "_fwd", BM_KIntervalForward, kint);
     RegisterFamily("kint:" + FormatKInterval(kint) + "_bwd", BM_KIntervalBackward, kint);
+  }
+  for (const char* text : {"views=1", "views=2"}) {  // spec §3's defaults otherwise
+    const ThresholdOptions threshold = ParseThreshold(text);
+    RegisterFamily("tda:" + FormatThreshold(threshold) + "_fwd", BM_ThresholdForward, threshold);
+    RegisterFamily("tda:" + FormatThreshold(threshold) + "_bwd", BM_ThresholdBackward, threshold);
   }
   return true;
 }();

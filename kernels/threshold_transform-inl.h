@@ -43,6 +43,7 @@ struct ThresholdTransform {
   static constexpr bool kHasRowTerms = true;    // the row sums of d beta and d lambda
   static constexpr bool kSparseWeights = true;  // exact zeros: skip or sparse P V
   static constexpr size_t kRowParams = 2;       // the backward's row: tau, c
+  static constexpr size_t kCoefficientParam = 1;
 
   int power = 2;
   const float* tau = nullptr;     // [q_len]: the threshold of each query row
@@ -138,6 +139,12 @@ struct ThresholdTransform {
     if (row_ds != nullptr) row_ds[row] = t1;
     if (row_a_dp != nullptr) row_a_dp[row] = t2;
     corrections[0] = corrections[1] = 0.0f;
+  }
+
+  // The sparse backward's view of an entry: a and da/ds at the row's tau.
+  template <class D, class V>
+  HWY_INLINE void Exceed(D d, V s, const V* row, V& a, V& slope) const {
+    WeightAndSlope(d, s, row[0], a, slope);
   }
 
   // a = max(s - tau, 0)^p (NaN kept) and its slope p max(s - tau, 0)^(p-1) (0 at the kink).

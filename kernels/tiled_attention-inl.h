@@ -23,7 +23,11 @@
 //       all_visible, state) turns one view's scores (st2 null) or two views' into weights in st
 //       and returns how many are nonzero; the tile's P V is then skipped (none), accumulated
 //       entry by entry (few) or as a dense product. No rescaling. A second view's queries and
-//       keys come in SecondView.
+//       keys come in SecondView. In the backward a sparse transform's weight is c * a(s), c a
+//       per-row coefficient (row parameter kCoefficientParam) and a(s) zero for most scores:
+//       Exceed(d, s, row, a, slope) gives a and da/ds, so that dV takes c a, dS = c dP slope,
+//       and dP is computed only where a != 0 (dense tiles fall back to the products). Its
+//       row sums sum_j dS and sum_j a dP reach FinishTerms (no terms pass).
 //   FinishForward(state, nq, out_factor, row)    final output factor; saves the statistics of
 //       rows [row, row + nq) of the [batch, heads, q_len] grid
 //   kRowParams, RowParams(row, delta, out)      the backward's view of a row, kRowParams floats
@@ -95,6 +99,7 @@ struct TileWorkspace {
         panel_b(hwy::AllocateAligned<float>(kPanel)),
         scores(hwy::AllocateAligned<float>(kScores)),
         grads(hwy::AllocateAligned<float>(kScores)),
+        slopes(hwy::AllocateAligned<float>(kScores)),
         acc_a(hwy::AllocateAligned<float>(kRows)),
         acc_b(hwy::AllocateAligned<float>(kRows)),
         acc_c(hwy::AllocateAligned<float>(kRows)),
@@ -102,6 +107,7 @@ struct TileWorkspace {
         rows2(hwy::AllocateAligned<float>(kRows)) {}
   hwy::AlignedFreeUniquePtr<float[]> panel_a, panel_b;
   hwy::AlignedFreeUniquePtr<float[]> scores, grads;
+  hwy::AlignedFreeUniquePtr<float[]> slopes;  // a sparse transform's da/ds tile
   hwy::AlignedFreeUniquePtr<float[]> acc_a, acc_b, acc_c;  // accumulators
   hwy::AlignedFreeUniquePtr<float[]> rows, rows2;       // zero-padded operand rows
   HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
@@ -215,31 +221,52 @@ HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
 
 // ---- forward ------------------------------------------------------------------------------
 
+// sum_c a[c] b[c] over dim floats (no reads past dim).
+HWY_INLINE float RowDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, size_t dim) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto sum = hn::Zero(d);
+  size_t c = 0;
+  for (; c + N <= dim; c += N) sum = hn::MulAdd(hn::LoadU(d, a + c), hn::LoadU(d, b + c), sum);
+  float total = hn::GetLane(hn::SumOfLanes(d, sum));
+  for (; c < dim; ++c) total += a[c] * b[c];
+  return total;
+}
+
+// out[c] += w * row[c] over dim floats.
+HWY_INLINE void AddScaledRow(float w, const float* HWY_RESTRICT row, size_t dim,
+                             float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto weight = hn::Set(d, w);
+  size_t c = 0;
+  for (; c + N <= dim; c += N) {
+    hn::StoreU(hn::MulAdd(weight, hn::LoadU(d, row + c), hn::LoadU(d, out + c)), d, out + c);
+  }
+  for (; c < dim; ++c) out[c] += w * row[c];
+}
+
+// visit(x) for each x < n with values[x] != 0, skipping whole vectors of zeros.
+template <class Visit>
+HWY_INLINE void ForEachNonzero(const float* HWY_RESTRICT values, size_t n, const Visit& visit) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t x0 = 0; x0 < n; x0 += N) {
+    if (hn::AllTrue(d, hn::Eq(hn::LoadU(d, values + x0), hn::Zero(d)))) continue;
+    for (size_t x = x0; x < std::min(x0 + N, n); ++x) {
+      if (values[x] != 0.0f) visit(x);
+    }
+  }
+}
+
 // out[i] += sum_j w[j][i] v_{j0 + j} over the nonzero weights of a key-major tile (keys j < nk,
 // queries i < nq): P V for tiles where few weights survive, at a cost that scales with them.
 HWY_INLINE void SparseWeightedRows(const float* HWY_RESTRICT weights, size_t nk, size_t nq,
                                    const HeadRows& v, size_t j0, size_t dim, size_t padded_dim,
                                    float* HWY_RESTRICT out) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  const size_t vector_dim = dim / N * N;
   for (size_t j = 0; j < nk; ++j) {
     const float* w = weights + j * kTileQ;
-    const float* v_row = v.row(j0 + j);
-    for (size_t i0 = 0; i0 < nq; i0 += N) {
-      if (hn::AllTrue(d, hn::Eq(hn::LoadU(d, w + i0), hn::Zero(d)))) continue;
-      for (size_t i = i0; i < std::min(i0 + N, nq); ++i) {
-        if (w[i] == 0.0f) continue;
-        float* out_row = out + i * padded_dim;
-        const auto weight = hn::Set(d, w[i]);
-        size_t c = 0;
-        for (; c < vector_dim; c += N) {
-          hn::StoreU(hn::MulAdd(weight, hn::LoadU(d, v_row + c), hn::LoadU(d, out_row + c)), d,
-                     out_row + c);
-        }
-        for (; c < dim; ++c) out_row[c] += w[i] * v_row[c];
-      }
-    }
+    ForEachNonzero(w, nq, [&](size_t i) { AddScaledRow(w[i], v.row(j0 + j), dim, out + i * padded_dim); });
   }
 }
 
@@ -381,7 +408,8 @@ HWY_INLINE void LoadRowParams(D d, const TileWorkspace& ws, size_t i, hn::Vec<D>
 
 // A query-side sweep over the key tiles of one query tile: S^T and dP^T tiles (keys x
 // queries), visit(scores, grads, nk, j0, all_visible) with the visibility limits in ws.
-template <class Visit>
+// kDenseGrads false skips the dP product (the visit computes what it needs).
+template <bool kDenseGrads = true, class Visit>
 HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& args, size_t b,
                                size_t h, size_t i0, size_t nq, TileWorkspace& ws,
                                const Visit& visit) {
@@ -395,8 +423,10 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
     const size_t nk = std::min(kTileK, p.kv_len - j0);
     MatMul<false>({k.row(j0), k.token_stride, 1}, {ws.panel_a.get(), kTileQ},
                   {ws.scores.get(), kTileQ}, nk, columns, dim);
-    MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
-                  {ws.grads.get(), kTileQ}, nk, columns, dim);
+    if constexpr (kDenseGrads) {
+      MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
+                    {ws.grads.get(), kTileQ}, nk, columns, dim);
+    }
     const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     visit(ws.scores.get(), ws.grads.get(), nk, j0, columns, all_visible);
   }
@@ -462,6 +492,139 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
   }
 }
 
+// Whether fewer than one weight in eight of an nq x nk tile survives: then entry-by-entry work
+// beats the dense products.
+HWY_INLINE bool FewSurvivors(size_t survivors, size_t nq, size_t nk) {
+  return survivors * 8 <= nq * nk;
+}
+
+// A sparse transform's query-side key tile (key-major, lanes are queries, row parameters
+// staged): a and da/ds over the scores, then dS = c dP slope and dQ += dS K entry by entry
+// over the survivors (dP_ij = dO_i . v_j only there), or with the dense products when many
+// survive; row sums of dS and a dP into ws.row_a, ws.row_b.
+template <class Transform>
+HWY_INLINE void SparseQueryTile(const AttentionProblem& p, const Transform& tr,
+                                const HeadRows& d_o, const HeadRows& k, const HeadRows& v,
+                                size_t i0, size_t nq, size_t j0, size_t nk, size_t columns,
+                                bool all_visible, TileWorkspace& ws, float* HWY_RESTRICT dq) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
+  float* weights = ws.scores.get();
+  float* slopes = ws.slopes.get();
+  hn::Vec<decltype(d)> row[Transform::kRowParams];
+  size_t survivors = 0;
+  for (size_t i = 0; i < columns; i += N) {
+    LoadRowParams<Transform>(d, ws, i, row);
+    const auto limit = hn::Load(d, ws.visible + i);
+    for (size_t j = 0; j < nk; ++j) {
+      auto a = hn::Zero(d), slope = hn::Zero(d);
+      tr.Exceed(d, hn::LoadU(d, weights + j * kTileQ + i), row, a, slope);
+      if (!all_visible) {
+        const auto seen = hn::Lt(hn::Set(d, float(j)), limit);
+        a = hn::IfThenElseZero(seen, a);
+        slope = hn::IfThenElseZero(seen, slope);
+      }
+      survivors += hn::CountTrue(d, hn::Ne(a, hn::Zero(d)));
+      hn::StoreU(a, d, weights + j * kTileQ + i);
+      hn::StoreU(slope, d, slopes + j * kTileQ + i);
+    }
+  }
+  if (survivors == 0) return;
+  constexpr size_t kC = Transform::kCoefficientParam;
+  if (!FewSurvivors(survivors, nq, nk)) {
+    float* grads = ws.grads.get();
+    MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ}, {grads, kTileQ},
+                  nk, columns, dim);
+    for (size_t i = 0; i < columns; i += N) {
+      LoadRowParams<Transform>(d, ws, i, row);
+      auto sum_ds = hn::Load(d, ws.row_a + i), sum_a_dp = hn::Load(d, ws.row_b + i);
+      for (size_t j = 0; j < nk; ++j) {
+        const size_t at = j * kTileQ + i;
+        const auto dp = hn::LoadU(d, grads + at), a = hn::LoadU(d, weights + at);
+        const auto ds = hn::Mul(hn::Mul(row[kC], dp), hn::LoadU(d, slopes + at));
+        sum_ds = hn::Add(sum_ds, ds);
+        sum_a_dp = hn::MulAdd(a, dp, sum_a_dp);
+        hn::StoreU(ds, d, grads + at);
+      }
+      hn::Store(sum_ds, d, ws.row_a + i);
+      hn::Store(sum_a_dp, d, ws.row_b + i);
+    }
+    const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
+    MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
+                 ws.range_end);
+    return;
+  }
+  for (size_t j = 0; j < nk; ++j) {
+    const float* a = weights + j * kTileQ;
+    ForEachNonzero(a, nq, [&](size_t i) {
+      const float dp = RowDot(d_o.row(i0 + i), v.row(j0 + j), dim);
+      const float ds = ws.row_params[kC][i] * dp * slopes[j * kTileQ + i];
+      AddScaledRow(ds, k.row(j0 + j), dim, dq + i * padded_dim);
+      ws.row_a[i] += ds;
+      ws.row_b[i] += a[i] * dp;
+    });
+  }
+}
+
+// A sparse transform's key-side tile (query-major: row i of `scores` is query i0 + i against
+// the keys [j0, j0 + nk)): dV += c a^T dO and dK += dS^T Q entry by entry over the survivors,
+// or through the dense products when many survive (the caller then runs them).
+// Returns whether the caller must run the dense products on weights (c a) and grads (dS).
+template <class Transform>
+HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr, const HeadRows& q,
+                              const HeadRows& d_o, const HeadRows& v, const float* head_params,
+                              size_t i0, size_t nq, size_t j0, size_t nk, TileWorkspace& ws,
+                              float* HWY_RESTRICT dk, float* HWY_RESTRICT dv) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
+  constexpr size_t kC = Transform::kCoefficientParam;
+  float* weights = ws.scores.get();
+  float* slopes = ws.slopes.get();
+  hn::Vec<decltype(d)> row[Transform::kRowParams];
+  size_t survivors = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    const float* params = head_params + (i0 + i) * Transform::kRowParams;
+    for (size_t k = 0; k < Transform::kRowParams; ++k) row[k] = hn::Set(d, params[k]);
+    const size_t end = p.VisibleEnd(i0 + i);
+    const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
+    for (size_t j = 0; j < kTileK; j += N) {
+      auto a = hn::Zero(d), slope = hn::Zero(d);
+      tr.Exceed(d, hn::LoadU(d, weights + i * kTileK + j), row, a, slope);
+      const auto seen = hn::FirstN(d, limit > j ? limit - j : 0);
+      a = hn::IfThenElseZero(seen, a);
+      survivors += hn::CountTrue(d, hn::Ne(a, hn::Zero(d)));
+      hn::StoreU(a, d, weights + i * kTileK + j);
+      hn::StoreU(hn::IfThenElseZero(seen, slope), d, slopes + i * kTileK + j);
+    }
+  }
+  if (survivors == 0) return false;
+  if (!FewSurvivors(survivors, nq, nk)) {  // w = c a and dS = c dP slope for the products
+    float* grads = ws.grads.get();
+    MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {ws.panel_b.get(), kTileK},
+                  {grads, kTileK}, nq, kTileK, dim);
+    for (size_t i = 0; i < nq; ++i) {
+      const auto c = hn::Set(d, head_params[(i0 + i) * Transform::kRowParams + kC]);
+      for (size_t j = 0; j < kTileK; j += N) {
+        const size_t at = i * kTileK + j;
+        hn::StoreU(hn::Mul(c, hn::LoadU(d, weights + at)), d, weights + at);
+        hn::StoreU(hn::Mul(hn::Mul(c, hn::LoadU(d, grads + at)), hn::LoadU(d, slopes + at)), d,
+                   grads + at);
+      }
+    }
+    return true;
+  }
+  for (size_t i = 0; i < nq; ++i) {
+    const float c = head_params[(i0 + i) * Transform::kRowParams + kC];
+    const float* a = weights + i * kTileK;
+    ForEachNonzero(a, nk, [&](size_t j) {
+      const float dp = RowDot(d_o.row(i0 + i), v.row(j0 + j), dim);
+      AddScaledRow(c * a[j], d_o.row(i0 + i), dim, dv + j * padded_dim);
+      AddScaledRow(c * dp * slopes[i * kTileK + j], q.row(i0 + i), dim, dk + j * padded_dim);
+    });
+  }
+  return false;
+}
+
 // Query side: dQ += dS K, one task per (batch, head, query tile).
 template <class Transform>
 void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
@@ -475,26 +638,42 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     const HeadRows k = RowsOf(args.k, b, h / p.group());
     float* dq = ws.acc_a.get();
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
-    StageRowParams<Transform>(params, (b * p.heads + h) * p.q_len + i0, nq, ws);
-    QuerySideSweep(p, args, b, h, i0, nq, ws,
-                   [&](float* scores, float* grads, size_t nk, size_t j0, size_t columns,
-                       bool all_visible) HWY_ATTR {
-      hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-      for (size_t i = 0; i < columns; i += N) {
-        LoadRowParams<Transform>(d, ws, i, row_params);
-        const auto limit = hn::Load(d, ws.visible + i);
-        for (size_t j = 0; j < nk; ++j) {
-          auto w = hn::Zero(d), ds = hn::Zero(d);
-          tr.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
-                           hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
-          if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
-          hn::StoreU(ds, d, grads + j * kTileQ + i);
-        }
+    const size_t row0 = (b * p.heads + h) * p.q_len + i0;
+    StageRowParams<Transform>(params, row0, nq, ws);
+    if constexpr (Transform::kSparseWeights) {
+      const HeadRows d_o = RowsOf(args.d_o, b, h), v = RowsOf(args.v, b, h / p.group());
+      std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
+      std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
+      QuerySideSweep<false>(p, args, b, h, i0, nq, ws,
+                            [&](float*, float*, size_t nk, size_t j0, size_t columns,
+                                bool all_visible) HWY_ATTR {
+        SparseQueryTile(p, tr, d_o, k, v, i0, nq, j0, nk, columns, all_visible, ws, dq);
+      });
+      float no_corrections[2];
+      for (size_t i = 0; i < nq; ++i) {
+        tr.FinishTerms(row0 + i, ws.row_a[i], ws.row_b[i], nullptr, no_corrections);
       }
-      const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
-      MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
-                   ws.range_end);
-    });
+    } else {
+      QuerySideSweep(p, args, b, h, i0, nq, ws,
+                     [&](float* scores, float* grads, size_t nk, size_t j0, size_t columns,
+                         bool all_visible) HWY_ATTR {
+        hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+        for (size_t i = 0; i < columns; i += N) {
+          LoadRowParams<Transform>(d, ws, i, row_params);
+          const auto limit = hn::Load(d, ws.visible + i);
+          for (size_t j = 0; j < nk; ++j) {
+            auto w = hn::Zero(d), ds = hn::Zero(d);
+            tr.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
+                             hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
+            if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
+            hn::StoreU(ds, d, grads + j * kTileQ + i);
+          }
+        }
+        const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
+        MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim,
+                     ws.range_begin, ws.range_end);
+      });
+    }
     StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
               size_t(args.dq.strides.token));
   });
@@ -550,14 +729,21 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
         const size_t nq = std::min(kTileQ, p.q_len - i0);
         MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
                       kTileK, dim);
-        MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {v_panel, kTileK}, {grads, kTileK},
-                      nq, kTileK, dim);
-        // Rows are queries here: per-row parameters are broadcast, keys run along vectors.
-        for (size_t i = 0; i < nq; ++i) {
-          const size_t end = p.VisibleEnd(i0 + i);
-          const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
-          WeighRowAndGrad(tr, weights + i * kTileK, grads + i * kTileK, kTileK, limit,
-                          head_params + (i0 + i) * Transform::kRowParams);
+        if constexpr (Transform::kSparseWeights) {
+          if (!SparseKeyTile(p, tr, q, d_o, RowsOf(args.v, b, kv_head), head_params, i0, nq, j0,
+                             nk, ws, dk, dv)) {
+            continue;  // nothing survived, or the survivors are done
+          }
+        } else {
+          MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {v_panel, kTileK}, {grads, kTileK},
+                        nq, kTileK, dim);
+          // Rows are queries here: per-row parameters are broadcast, keys run along vectors.
+          for (size_t i = 0; i < nq; ++i) {
+            const size_t end = p.VisibleEnd(i0 + i);
+            const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
+            WeighRowAndGrad(tr, weights + i * kTileK, grads + i * kTileK, kTileK, limit,
+                            head_params + (i0 + i) * Transform::kRowParams);
+          }
         }
         // Key j of the tile is seen by the tile's queries [begin_j, nq).
         for (size_t j = 0; j < nk; ++j) {
@@ -669,19 +855,21 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
   std::vector<double> sink_partials(p.batch * p.heads);
   BackwardRowParams(p, args, tr, params.data(), sink_partials.data());
   std::vector<float> corrections;
-  if constexpr (Transform::kHasRowTerms) {
+  if constexpr (Transform::kHasRowTerms && !Transform::kSparseWeights) {
     if (tr.NeedsRowTerms()) {
       corrections.assign(2 * rows, 0.0f);
       RowTermsPass(p, args, tr, params.data(), corrections.data());
     }
   }
-  if (FitsOneTile(p)) {
+  // Sparse transforms take the two passes at every length: their query side also gathers the
+  // row sums, and the one-pass path would compute dP densely.
+  if (!Transform::kSparseWeights && FitsOneTile(p)) {
     WholeHeadBackward(p, args, tr, params.data());
   } else {
     TiledBackwardQueries(p, args, tr, params.data());
     TiledBackwardKeys(p, args, tr, params.data());
   }
-  if constexpr (Transform::kHasRowTerms) {
+  if constexpr (Transform::kHasRowTerms && !Transform::kSparseWeights) {
     if (!corrections.empty()) ExtremaCorrections(p, args, tr, corrections.data());
   }
   if (p.sink_logits != nullptr && args.d_sink != nullptr) {  // learned sinks only
