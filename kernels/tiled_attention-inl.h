@@ -498,15 +498,31 @@ HWY_INLINE bool FewSurvivors(size_t survivors, size_t nq, size_t nk) {
   return survivors * 8 <= nq * nk;
 }
 
+// What the query side of a sparse transform's backward leaves for its key side, per query
+// task: the survivors of each key tile it swept entry by entry (query and key within their
+// tiles, c a and dS), and which tiles were crowded (the key side recomputes those), so the key
+// side needs no score product for sparse tiles.
+struct Survivor {
+  uint16_t i, j;
+  float w, ds;
+};
+struct QueryTileRecord {
+  std::vector<Survivor> survivors;
+  std::vector<uint32_t> begin;   // [k_tiles + 1]: key tile kt's are [begin[kt], begin[kt + 1])
+  std::vector<uint8_t> crowded;  // [k_tiles]
+};
+
 // A sparse transform's query-side key tile (key-major, lanes are queries, row parameters
 // staged): a and da/ds over the scores, then dS = c dP slope and dQ += dS K entry by entry
-// over the survivors (dP_ij = dO_i . v_j only there), or with the dense products when many
-// survive; row sums of dS and a dP into ws.row_a, ws.row_b.
+// over the survivors (dP_ij = dO_i . v_j only there), recorded for the key side, or with the
+// dense products when many survive (the tile is marked crowded); row sums of dS and a dP into
+// ws.row_a, ws.row_b.
 template <class Transform>
 HWY_INLINE void SparseQueryTile(const AttentionProblem& p, const Transform& tr,
                                 const HeadRows& d_o, const HeadRows& k, const HeadRows& v,
                                 size_t i0, size_t nq, size_t j0, size_t nk, size_t columns,
-                                bool all_visible, TileWorkspace& ws, float* HWY_RESTRICT dq) {
+                                bool all_visible, TileWorkspace& ws, QueryTileRecord& record,
+                                float* HWY_RESTRICT dq) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
   float* weights = ws.scores.get();
@@ -532,6 +548,7 @@ HWY_INLINE void SparseQueryTile(const AttentionProblem& p, const Transform& tr,
   if (survivors == 0) return;
   constexpr size_t kC = Transform::kCoefficientParam;
   if (!FewSurvivors(survivors, nq, nk)) {
+    record.crowded[j0 / kTileK] = 1;
     float* grads = ws.grads.get();
     MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ}, {grads, kTileQ},
                   nk, columns, dim);
@@ -557,11 +574,13 @@ HWY_INLINE void SparseQueryTile(const AttentionProblem& p, const Transform& tr,
   for (size_t j = 0; j < nk; ++j) {
     const float* a = weights + j * kTileQ;
     ForEachNonzero(a, nq, [&](size_t i) {
+      const float c = ws.row_params[kC][i];
       const float dp = RowDot(d_o.row(i0 + i), v.row(j0 + j), dim);
-      const float ds = ws.row_params[kC][i] * dp * slopes[j * kTileQ + i];
+      const float ds = c * dp * slopes[j * kTileQ + i];
       AddScaledRow(ds, k.row(j0 + j), dim, dq + i * padded_dim);
       ws.row_a[i] += ds;
       ws.row_b[i] += a[i] * dp;
+      record.survivors.push_back({uint16_t(i), uint16_t(j), c * a[i], ds});
     });
   }
 }
@@ -628,7 +647,7 @@ HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr, co
 // Query side: dQ += dS K, one task per (batch, head, query tile).
 template <class Transform>
 void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
-                          const float* params) {
+                          const float* params, QueryTileRecord* records = nullptr) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   const hn::ScalableTag<float> d;
@@ -644,11 +663,22 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
       const HeadRows d_o = RowsOf(args.d_o, b, h), v = RowsOf(args.v, b, h / p.group());
       std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
       std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
+      QueryTileRecord& record = records[task];
+      const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
+      record.survivors.clear();
+      record.begin.assign(k_tiles + 1, 0);
+      record.crowded.assign(k_tiles, 0);
+      size_t swept = 0;
       QuerySideSweep<false>(p, args, b, h, i0, nq, ws,
                             [&](float*, float*, size_t nk, size_t j0, size_t columns,
                                 bool all_visible) HWY_ATTR {
-        SparseQueryTile(p, tr, d_o, k, v, i0, nq, j0, nk, columns, all_visible, ws, dq);
+        record.begin[j0 / kTileK] = uint32_t(record.survivors.size());
+        swept = j0 / kTileK + 1;
+        SparseQueryTile(p, tr, d_o, k, v, i0, nq, j0, nk, columns, all_visible, ws, record, dq);
       });
+      for (size_t kt = swept; kt <= k_tiles; ++kt) {
+        record.begin[kt] = uint32_t(record.survivors.size());
+      }
       float no_corrections[2];
       for (size_t i = 0; i < nq; ++i) {
         tr.FinishTerms(row0 + i, ws.row_a[i], ws.row_b[i], nullptr, no_corrections);
@@ -712,7 +742,8 @@ HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& arg
 // query tiles in a fixed order.
 template <class Transform>
 void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
-                       const float* params) {
+                       const float* params, const QueryTileRecord* records = nullptr) {
+  const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
   ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
@@ -727,6 +758,18 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
       const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       for (size_t i0 = first_query / kTileQ * kTileQ; i0 < p.q_len; i0 += kTileQ) {
         const size_t nq = std::min(kTileQ, p.q_len - i0);
+        if constexpr (Transform::kSparseWeights) {
+          const QueryTileRecord& record = records[(b * p.heads + h) * q_tiles + i0 / kTileQ];
+          const size_t kt = j0 / kTileK;
+          if (!record.crowded[kt]) {  // the query side's survivors: dV += c a dO, dK += dS Q
+            for (uint32_t r = record.begin[kt]; r < record.begin[kt + 1]; ++r) {
+              const Survivor& e = record.survivors[r];
+              AddScaledRow(e.w, d_o.row(i0 + e.i), dim, dv + e.j * padded_dim);
+              AddScaledRow(e.ds, q.row(i0 + e.i), dim, dk + e.j * padded_dim);
+            }
+            continue;
+          }
+        }
         MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
                       kTileK, dim);
         if constexpr (Transform::kSparseWeights) {
@@ -861,9 +904,13 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
       RowTermsPass(p, args, tr, params.data(), corrections.data());
     }
   }
-  // Sparse transforms take the two passes at every length: their query side also gathers the
-  // row sums, and the one-pass path would compute dP densely.
-  if (!Transform::kSparseWeights && FitsOneTile(p)) {
+  // Sparse transforms take the two passes at every length: their query side gathers the row
+  // sums and records the survivors that the key side then needs no score product for.
+  if constexpr (Transform::kSparseWeights) {
+    std::vector<QueryTileRecord> records(p.batch * p.heads * hwy::DivCeil(p.q_len, kTileQ));
+    TiledBackwardQueries(p, args, tr, params.data(), records.data());
+    TiledBackwardKeys(p, args, tr, params.data(), records.data());
+  } else if (FitsOneTile(p)) {
     WholeHeadBackward(p, args, tr, params.data());
   } else {
     TiledBackwardQueries(p, args, tr, params.data());
