@@ -18,6 +18,8 @@ struct AttentionProblem {
   float scale;
   bool has_sink;
   const float* sink_logits;  // null with the off-by-one softmax (tau = 0)
+  // The forward divides each query by max(||q||, 1e-12) as it packs it (thresholded attention).
+  bool unit_queries = false;
 
   size_t group() const { return heads / kv_heads; }
   float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }

@@ -191,19 +191,18 @@ void ThresholdForward(const AttentionShape& shape, const AttentionOptions& optio
   AttentionProblem problem = MakeProblem(shape, options);
   problem.scale = float(ThresholdScale(options));
   const ThresholdCall call = MakeCall(shape, problem, threshold, args.lambda_param);
+  // Queries are normalised as the skeleton packs them; keys, which it reads in place, first.
+  problem.unit_queries = threshold.l2_normalize;
   RunWithThreads(options.threads, [&] {
     if (!threshold.l2_normalize) {
       HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, args);
       return;
     }
     ThresholdForwardArgs normalised = args;
-    std::vector<NormalisedRows> keep;
-    keep.reserve(4);  // the views point into the vectors' buffers, which moves keep
+    NormalisedRows keys[2];
     for (int t = 0; t < threshold.views; ++t) {
-      keep.push_back(Normalise(args.q[t], shape.batch, shape.heads, shape.q_len, shape.head_dim));
-      normalised.q[t] = keep.back().view;
-      keep.push_back(Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim));
-      normalised.k[t] = keep.back().view;
+      keys[t] = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim);
+      normalised.k[t] = keys[t].view;
     }
     HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, normalised);
   });

@@ -119,13 +119,21 @@ struct TileWorkspace {
 };
 
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
-// transposed operand of a score product, packed once per task.
+// transposed operand of a score product, packed once per task. With unit_rows each row is
+// also divided by max(||row||, 1e-12) (thresholded attention's L2-normalised queries).
 HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size_t dim,
-                               float factor, size_t width, float* HWY_RESTRICT panel) {
+                               float factor, size_t width, float* HWY_RESTRICT panel,
+                               bool unit_rows = false) {
   std::fill(panel, panel + dim * width, 0.0f);
   for (size_t i = 0; i < n; ++i) {
     const float* row = src.row(first + i);
-    for (size_t c = 0; c < dim; ++c) panel[c * width + i] = factor * row[c];
+    float row_factor = factor;
+    if (unit_rows) {
+      double norm = 0.0;
+      for (size_t c = 0; c < dim; ++c) norm += double(row[c]) * row[c];
+      row_factor = float(factor / std::max(std::sqrt(norm), 1e-12));
+    }
+    for (size_t c = 0; c < dim; ++c) panel[c * width + i] = row_factor * row[c];
   }
 }
 
@@ -312,9 +320,9 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     float* q_panel = ws.panel_a.get();
     float* scores = ws.scores.get();
     float* out = ws.acc_a.get();
-    PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel);
+    PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel, p.unit_queries);
     if (two_views) PackTransposed(RowsOf(second.q, b, h), i0, nq, dim, p.scale, kTileQ,
-                                  ws.panel_b.get());
+                                  ws.panel_b.get(), p.unit_queries);
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
     typename Transform::ForwardState state;
     const size_t row = (b * p.heads + h) * p.q_len + i0;
