@@ -12,6 +12,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/threshold.h"
 
 #ifndef LPATTN_VERSION_STRING
 #define LPATTN_VERSION_STRING "unknown"
@@ -92,6 +93,11 @@ KIntervalSaved ToSaved(const lpattn_kint_saved& s) {
 KIntervalOptions ParseKIntervalText(const char* text) {
   if (text == nullptr) throw std::invalid_argument("kint_options is null");
   return ParseKInterval(text);
+}
+
+ThresholdOptions ParseThresholdText(const char* text) {
+  if (text == nullptr) throw std::invalid_argument("tda_options is null");
+  return ParseThreshold(text);
 }
 
 // Runs `body`, mapping exceptions to a status and recording the message for this thread.
@@ -209,6 +215,58 @@ lpattn_status lpattn_kint_backward(const lpattn_shape* shape, const lpattn_optio
                    args.dk = ToTensor(dk);
                    args.dv = ToTensor(dv);
                    KIntervalBackward(s, opts, ParseKIntervalText(kint_options), args);
+                 });
+}
+
+lpattn_status lpattn_tda_forward(const lpattn_shape* shape, const lpattn_options* options,
+                                 const char* tda_options, lpattn_const_tensor q1,
+                                 lpattn_const_tensor k1, lpattn_const_tensor q2,
+                                 lpattn_const_tensor k2, lpattn_const_tensor v,
+                                 const float* lambda_param, lpattn_tensor o,
+                                 int32_t* survivors) {
+  using namespace lpattn;
+  return Guarded("lpattn_tda_forward", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   ThresholdForwardArgs args;
+                   args.q[0] = ToTensor(q1);
+                   args.k[0] = ToTensor(k1);
+                   args.q[1] = ToTensor(q2);
+                   args.k[1] = ToTensor(k2);
+                   args.v = ToTensor(v);
+                   args.lambda_param = lambda_param;
+                   args.o = ToTensor(o);
+                   args.survivors = survivors;
+                   ThresholdForward(s, opts, ParseThresholdText(tda_options), args);
+                 });
+}
+
+lpattn_status lpattn_tda_backward(const lpattn_shape* shape, const lpattn_options* options,
+                                  const char* tda_options, lpattn_const_tensor q1,
+                                  lpattn_const_tensor k1, lpattn_const_tensor q2,
+                                  lpattn_const_tensor k2, lpattn_const_tensor v,
+                                  lpattn_const_tensor d_o, const float* lambda_param,
+                                  lpattn_tensor dq1, lpattn_tensor dk1, lpattn_tensor dq2,
+                                  lpattn_tensor dk2, lpattn_tensor dv, float* d_lambda,
+                                  float* d_beta) {
+  using namespace lpattn;
+  return Guarded("lpattn_tda_backward", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   ThresholdBackwardArgs args;
+                   args.q[0] = ToTensor(q1);
+                   args.k[0] = ToTensor(k1);
+                   args.q[1] = ToTensor(q2);
+                   args.k[1] = ToTensor(k2);
+                   args.v = ToTensor(v);
+                   args.d_o = ToTensor(d_o);
+                   args.lambda_param = lambda_param;
+                   args.dq[0] = ToTensor(dq1);
+                   args.dk[0] = ToTensor(dk1);
+                   args.dq[1] = ToTensor(dq2);
+                   args.dk[1] = ToTensor(dk2);
+                   args.dv = ToTensor(dv);
+                   args.d_lambda = d_lambda;
+                   args.d_beta = d_beta;
+                   ThresholdBackward(s, opts, ParseThresholdText(tda_options), args);
                  });
 }
 

@@ -1,4 +1,5 @@
-/* lpattn C API: exact attention forward and backward over strided float tensors.
+/* lpattn C API: exact, K-interval and thresholded attention, forward and backward, over
+ * strided float tensors.
  *
  * A thin, stable C surface over the C++ API in kernels/attention.h; the semantics (math,
  * layouts, causal alignment, sinks, validation) are identical, and the C++ header is the
@@ -72,7 +73,9 @@ typedef struct lpattn_options {
   /* Non-zero: causal, bottom-right aligned; key j is visible to query i iff
    * j <= i + (kv_len - q_len). */
   int causal;
-  /* Score scale. <= 0 or NaN means 1 / sqrt(head_dim); +inf is an invalid argument. */
+  /* Score scale. <= 0 or NaN means the kernel's default: 1 / sqrt(head_dim) for softmax and
+   * K-interval attention, 1 for thresholded attention (§3: scores are cosines); +inf is an
+   * invalid argument. */
   float scale;
   lpattn_sink_mode sink;
   /* [heads] sink logits; required with LPATTN_SINK_LEARNED, ignored otherwise. */
@@ -146,6 +149,27 @@ LPATTN_C_API lpattn_status lpattn_kint_backward(
     lpattn_const_tensor q, lpattn_const_tensor k, lpattn_const_tensor v, lpattn_const_tensor o,
     lpattn_const_tensor d_o, lpattn_kint_saved saved, lpattn_tensor dq, lpattn_tensor dk,
     lpattn_tensor dv);
+
+/* §3 thresholded (differential) attention forward: y_i = sum_j (a1_ij - lambda a2_ij) v_j with
+ * a = max(s - tau_i, 0)^p, no normalisation. tda_options is the option text of the harness arm
+ * without "tda:", e.g. "views=2,p=2,beta=1,kappa=1,l2=1" ("" for the defaults). q1, k1 are
+ * view 1's queries and keys; q2, k2 and lambda_param ([heads], clamped to [0, 1]) are read only
+ * with views = 2 (their data may be null otherwise). survivors, when not null, receives the
+ * nonzero weights of each row and view, [views][batch, heads, q_len]. Sinks are rejected. */
+LPATTN_C_API lpattn_status lpattn_tda_forward(
+    const lpattn_shape* shape, const lpattn_options* options, const char* tda_options,
+    lpattn_const_tensor q1, lpattn_const_tensor k1, lpattn_const_tensor q2,
+    lpattn_const_tensor k2, lpattn_const_tensor v, const float* lambda_param, lpattn_tensor o,
+    int32_t* survivors);
+
+/* §3 backward: the forward's inputs and d_o in; overwrites dq1, dk1, dv (and dq2, dk2 and
+ * d_lambda, [heads], with views = 2); writes dL/dbeta to *d_beta when d_beta is not null. */
+LPATTN_C_API lpattn_status lpattn_tda_backward(
+    const lpattn_shape* shape, const lpattn_options* options, const char* tda_options,
+    lpattn_const_tensor q1, lpattn_const_tensor k1, lpattn_const_tensor q2,
+    lpattn_const_tensor k2, lpattn_const_tensor v, lpattn_const_tensor d_o,
+    const float* lambda_param, lpattn_tensor dq1, lpattn_tensor dk1, lpattn_tensor dq2,
+    lpattn_tensor dk2, lpattn_tensor dv, float* d_lambda, float* d_beta);
 
 /* The message of the last call that failed on this thread, or "" if none has. Successful
  * calls do not clear it. The pointer stays valid until the next failing call on this

@@ -2,6 +2,7 @@
 // is known in closed form, and the error paths (status, message, outputs untouched).
 #include "kernels/lpattn.h"
 #include "kernels/kinterval.h"
+#include "kernels/threshold.h"
 
 #include <gtest/gtest.h>
 
@@ -434,6 +435,93 @@ TEST(CApi, KIntervalBackwardMatchesTheCppEntryPoint) {
   EXPECT_EQ(dk, dk2);
   EXPECT_EQ(dv, dv2);
   EXPECT_TRUE(std::any_of(dq.begin(), dq.end(), [](float x) { return x != 0.0f; }));
+}
+
+// Thresholded attention through the C API: the same bits as the C++ entry points, forward and
+// backward, and bad option text rejected before anything is written.
+TEST(CApi, ThresholdForwardAndBackwardMatchTheCppEntryPoints) {
+  Problem p(MakeShape(1, 2, 1, 9, 9, 8));
+  p.options.causal = 1;
+  const char* text = "views=2,p=2,beta=0.3";
+  const std::vector<float> q2 = Filled(p.QSize(), 7), k2 = Filled(p.KSize(), 8);
+  const std::vector<float> lambda = {0.25f, 0.75f};
+  std::vector<int32_t> survivors(2 * p.lse.size(), -1);
+  ASSERT_EQ(lpattn_tda_forward(&p.shape, &p.options, text, p.Q(), p.K(), ConstView(q2, 2, 9, 8),
+                               ConstView(k2, 1, 9, 8), p.V(), lambda.data(), p.O(),
+                               survivors.data()),
+            LPATTN_OK)
+      << lpattn_last_error();
+  const auto q_strides = lpattn::ContiguousBHTD(2, 9, 8), kv_strides = lpattn::ContiguousBHTD(1, 9, 8);
+  const lpattn::AttentionShape shape{1, 2, 1, 9, 9, 8};
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  std::vector<float> o(p.o.size());
+  std::vector<int32_t> expected_survivors(survivors.size());
+  lpattn::ThresholdForwardArgs args;
+  args.q[0] = {p.q.data(), q_strides};
+  args.k[0] = {p.k.data(), kv_strides};
+  args.q[1] = {q2.data(), q_strides};
+  args.k[1] = {k2.data(), kv_strides};
+  args.v = {p.v.data(), kv_strides};
+  args.lambda_param = lambda.data();
+  args.o = {o.data(), q_strides};
+  args.survivors = expected_survivors.data();
+  lpattn::ThresholdForward(shape, options, lpattn::ParseThreshold(text), args);
+  EXPECT_EQ(p.o, o);
+  EXPECT_EQ(survivors, expected_survivors);
+  EXPECT_TRUE(std::any_of(o.begin(), o.end(), [](float x) { return x != 0.0f; }));
+
+  const std::vector<float> d_o = Filled(p.QSize(), 4);
+  std::vector<float> grads[5] = {std::vector<float>(p.QSize()), std::vector<float>(p.QSize()),
+                                 std::vector<float>(p.KSize()), std::vector<float>(p.KSize()),
+                                 std::vector<float>(p.KSize())};
+  std::vector<float> d_lambda(2, kSentinel);
+  float d_beta = kSentinel;
+  ASSERT_EQ(lpattn_tda_backward(&p.shape, &p.options, text, p.Q(), p.K(), ConstView(q2, 2, 9, 8),
+                                ConstView(k2, 1, 9, 8), p.V(), ConstView(d_o, 2, 9, 8),
+                                lambda.data(), View(grads[0], 2, 9, 8), View(grads[2], 1, 9, 8),
+                                View(grads[1], 2, 9, 8), View(grads[3], 1, 9, 8),
+                                View(grads[4], 1, 9, 8), d_lambda.data(), &d_beta),
+            LPATTN_OK)
+      << lpattn_last_error();
+  std::vector<float> expected[5] = {std::vector<float>(p.QSize()), std::vector<float>(p.QSize()),
+                                    std::vector<float>(p.KSize()), std::vector<float>(p.KSize()),
+                                    std::vector<float>(p.KSize())};
+  std::vector<float> expected_d_lambda(2);
+  float expected_d_beta = 0.0f;
+  lpattn::ThresholdBackwardArgs back;
+  for (int t = 0; t < 2; ++t) {
+    back.q[t] = args.q[t];
+    back.k[t] = args.k[t];
+    back.dq[t] = {expected[t].data(), q_strides};
+    back.dk[t] = {expected[2 + t].data(), kv_strides};
+  }
+  back.v = args.v;
+  back.d_o = {d_o.data(), q_strides};
+  back.lambda_param = lambda.data();
+  back.dv = {expected[4].data(), kv_strides};
+  back.d_lambda = expected_d_lambda.data();
+  back.d_beta = &expected_d_beta;
+  lpattn::ThresholdBackward(shape, options, lpattn::ParseThreshold(text), back);
+  for (int g = 0; g < 5; ++g) EXPECT_EQ(grads[g], expected[g]) << g;
+  EXPECT_EQ(d_lambda, expected_d_lambda);
+  EXPECT_EQ(d_beta, expected_d_beta);
+  EXPECT_NE(d_beta, 0.0f);
+}
+
+TEST(CApi, ThresholdForwardRejectsBadOptionText) {
+  Problem p(MakeShape(1, 1, 1, 3, 3, 4));
+  ExpectRejected(p, lpattn_tda_forward(&p.shape, &p.options, "views=3", p.Q(), p.K(), p.Q(),
+                                       p.K(), p.V(), nullptr, p.O(), nullptr),
+                 "views");
+  ExpectRejected(p, lpattn_tda_forward(&p.shape, &p.options, nullptr, p.Q(), p.K(), p.Q(), p.K(),
+                                       p.V(), nullptr, p.O(), nullptr),
+                 "tda_options");
+  // One view needs neither a second view nor lambda.
+  EXPECT_EQ(lpattn_tda_forward(&p.shape, &p.options, "views=1", p.Q(), p.K(), {}, {}, p.V(),
+                               nullptr, p.O(), nullptr),
+            LPATTN_OK)
+      << lpattn_last_error();
 }
 
 TEST(CApi, LastErrorIsPerThread) {
