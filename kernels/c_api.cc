@@ -100,6 +100,19 @@ ThresholdOptions ParseThresholdText(const char* text) {
   return ParseThreshold(text);
 }
 
+// The inputs both thresholded entry points share.
+template <class Args>
+void SetThresholdInputs(Args& args, const lpattn_const_tensor& q1, const lpattn_const_tensor& k1,
+                        const lpattn_const_tensor& q2, const lpattn_const_tensor& k2,
+                        const lpattn_const_tensor& v, const float* lambda_param) {
+  args.q[0] = ToTensor(q1);
+  args.k[0] = ToTensor(k1);
+  args.q[1] = ToTensor(q2);
+  args.k[1] = ToTensor(k2);
+  args.v = ToTensor(v);
+  args.lambda_param = lambda_param;
+}
+
 // Runs `body`, mapping exceptions to a status and recording the message for this thread.
 template <typename Body>
 lpattn_status Guarded(const char* function, const lpattn_shape* shape,
@@ -228,12 +241,7 @@ lpattn_status lpattn_tda_forward(const lpattn_shape* shape, const lpattn_options
   return Guarded("lpattn_tda_forward", shape, options,
                  [&](const AttentionShape& s, const AttentionOptions& opts) {
                    ThresholdForwardArgs args;
-                   args.q[0] = ToTensor(q1);
-                   args.k[0] = ToTensor(k1);
-                   args.q[1] = ToTensor(q2);
-                   args.k[1] = ToTensor(k2);
-                   args.v = ToTensor(v);
-                   args.lambda_param = lambda_param;
+                   SetThresholdInputs(args, q1, k1, q2, k2, v, lambda_param);
                    args.o = ToTensor(o);
                    args.survivors = survivors;
                    ThresholdForward(s, opts, ParseThresholdText(tda_options), args);
@@ -252,13 +260,8 @@ lpattn_status lpattn_tda_backward(const lpattn_shape* shape, const lpattn_option
   return Guarded("lpattn_tda_backward", shape, options,
                  [&](const AttentionShape& s, const AttentionOptions& opts) {
                    ThresholdBackwardArgs args;
-                   args.q[0] = ToTensor(q1);
-                   args.k[0] = ToTensor(k1);
-                   args.q[1] = ToTensor(q2);
-                   args.k[1] = ToTensor(k2);
-                   args.v = ToTensor(v);
+                   SetThresholdInputs(args, q1, k1, q2, k2, v, lambda_param);
                    args.d_o = ToTensor(d_o);
-                   args.lambda_param = lambda_param;
                    args.dq[0] = ToTensor(dq1);
                    args.dk[0] = ToTensor(dk1);
                    args.dq[1] = ToTensor(dq2);
