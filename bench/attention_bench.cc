@@ -23,6 +23,7 @@
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
 #include "kernels/threshold.h"
+#include "kernels/value_gate.h"
 
 namespace lpattn::bench {
 namespace {
@@ -410,37 +411,113 @@ void BM_ThresholdBackward(benchmark::State& state, const ThresholdOptions& thres
   state.counters["zero_frac"] = buffers.ZeroFraction(s, config.options.causal, threshold.views);
 }
 
+// Runs body once per iteration; an exception ends the benchmark as skipped, with its message.
+template <class Body>
+bool TimeCalls(benchmark::State& state, const Body& body) {
+  try {
+    for (auto _ : state) body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return false;
+  }
+  return true;
+}
+
+// Value gates (spec §1.2) over V [B, H, N, D]: one pass, memory-bound. FLOPs per value: 2 D for
+// the norm or the projection and D for the scaling (forward); the backward about twice that.
+struct GateBuffers {
+  explicit GateBuffers(const AttentionShape& s)
+      : v(RandomNormal(KvElements(s), 3)), d_gated(RandomNormal(KvElements(s), 4)),
+        out(KvElements(s)), dv(KvElements(s)),
+        alpha(size_t(s.kv_heads), 0.1f), beta(size_t(s.kv_heads), 0.0f),
+        w(RandomNormal(size_t(s.kv_heads * s.head_dim), 5)), b(size_t(s.kv_heads), 0.0f),
+        grads(size_t(s.kv_heads * (s.head_dim + 3))),
+        strides(ContiguousBHTD(s.kv_heads, s.kv_len, s.head_dim)) {}
+  ValueGateParams Params(ValueGateKind kind) const {
+    return {kind, alpha.data(), beta.data(), w.data(), b.data()};
+  }
+  ValueGateGrads Grads() {
+    float* g = grads.data();
+    const size_t heads = alpha.size();
+    return {g, g + heads, g + 2 * heads, g + 2 * heads + w.size()};
+  }
+  std::vector<float> v, d_gated, out, dv, alpha, beta, w, b, grads;
+  Strides strides;
+};
+
+double GateFlops(const AttentionShape& s) {
+  return 3.0 * double(s.batch * s.kv_heads * s.kv_len * s.head_dim);
+}
+
+void BM_GateForward(benchmark::State& state, ValueGateKind kind) {
+  const BenchConfig config = ConfigOf(state);
+  GateBuffers buffers(config.shape);
+  const bool ran = TimeCalls(state, [&] {
+    ValueGateForward(config.shape, buffers.Params(kind), {buffers.v.data(), buffers.strides},
+                     {buffers.out.data(), buffers.strides}, nullptr, config.options.threads);
+  });
+  if (ran) SetFlopCounters(state, GateFlops(config.shape), config.options.threads);
+}
+
+void BM_GateBackward(benchmark::State& state, ValueGateKind kind) {
+  const BenchConfig config = ConfigOf(state);
+  GateBuffers buffers(config.shape);
+  const bool ran = TimeCalls(state, [&] {
+    ValueGateBackward(config.shape, buffers.Params(kind), {buffers.v.data(), buffers.strides},
+                      {buffers.d_gated.data(), buffers.strides},
+                      {buffers.dv.data(), buffers.strides}, buffers.Grads(),
+                      config.options.threads);
+  });
+  if (ran) SetFlopCounters(state, 2.0 * GateFlops(config.shape), config.options.threads);
+}
+
 // ---- registration --------------------------------------------------------------------------
 
 // No Iterations() or MinTime() here: Google Benchmark would append "/iterations:n" or
 // "/min_time:t" to the names. A call at T = 4096 takes long enough that one iteration already
 // meets the default min time (a few at most for the fastest of them), which keeps the full
 // suite to a few minutes.
+// The argument grid of a family: lengths, causal variants and the time unit; D in {64, 128},
+// H = kHeads and threads in {1, 2} for all.
+struct FamilyGrid {
+  std::vector<int64_t> lengths, causal;
+  benchmark::TimeUnit unit;
+};
+const FamilyGrid kAttentionGrid{{256, 1024, 4096}, {0, 1}, benchmark::kMillisecond};
+const FamilyGrid kGateGrid{{1024, 4096}, {0}, benchmark::kMicrosecond};  // V only: not causal
+
 template <class Function, class... Extra>
-void RegisterFamily(const std::string& name, Function function, Extra... extra) {
+void RegisterFamily(const FamilyGrid& grid, const std::string& name, Function function,
+                    Extra... extra) {
   benchmark::RegisterBenchmark(name.c_str(), function, extra...)
       ->ArgNames({"N", "D", "H", "causal", "threads"})
-      ->ArgsProduct({{256, 1024, 4096}, {64, 128}, {kHeads}, {0, 1}, {1, 2}})
+      ->ArgsProduct({grid.lengths, {64, 128}, {kHeads}, grid.causal, {1, 2}})
       ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
+      ->Unit(grid.unit);
 }
 
 const bool kRegistered = [] {
-  RegisterFamily("exact_fwd", BM_ExactForward);
-  RegisterFamily("exact_bwd", BM_ExactBackward);
-  RegisterFamily("naive_fwd", BM_NaiveForward);
+  RegisterFamily(kAttentionGrid, "exact_fwd", BM_ExactForward);
+  RegisterFamily(kAttentionGrid, "exact_bwd", BM_ExactBackward);
+  RegisterFamily(kAttentionGrid, "naive_fwd", BM_NaiveForward);
   // The K-interval variants the paper's table turns on (spec/harness.md §4).
   for (const char* text : {"K=4,round=nearest,ste=weight", "K=4,cal=window,round=nearest,ste=prob",
                            "K=16,cal=window,ste=weight", "K=32"}) {
     const KIntervalOptions kint = ParseKInterval(text);
-    RegisterFamily("kint:" + FormatKInterval(kint) + "_fwd", BM_KIntervalForward, kint);
-    RegisterFamily("kint:" + FormatKInterval(kint) + "_bwd", BM_KIntervalBackward, kint);
+    const std::string name = "kint:" + FormatKInterval(kint);
+    RegisterFamily(kAttentionGrid, name + "_fwd", BM_KIntervalForward, kint);
+    RegisterFamily(kAttentionGrid, name + "_bwd", BM_KIntervalBackward, kint);
   }
   for (const char* text : {"views=1", "views=2"}) {  // spec §3's defaults otherwise
     const ThresholdOptions threshold = ParseThreshold(text);
-    RegisterFamily("tda:" + FormatThreshold(threshold) + "_fwd", BM_ThresholdForward, threshold);
-    RegisterFamily("tda:" + FormatThreshold(threshold) + "_bwd", BM_ThresholdBackward, threshold);
+    const std::string name = "tda:" + FormatThreshold(threshold);
+    RegisterFamily(kAttentionGrid, name + "_fwd", BM_ThresholdForward, threshold);
+    RegisterFamily(kAttentionGrid, name + "_bwd", BM_ThresholdBackward, threshold);
   }
+  RegisterFamily(kGateGrid, "gate:norm_fwd", BM_GateForward, ValueGateKind::kNorm);
+  RegisterFamily(kGateGrid, "gate:norm_bwd", BM_GateBackward, ValueGateKind::kNorm);
+  RegisterFamily(kGateGrid, "gate:proj_fwd", BM_GateForward, ValueGateKind::kProjection);
+  RegisterFamily(kGateGrid, "gate:proj_bwd", BM_GateBackward, ValueGateKind::kProjection);
   return true;
 }();
 

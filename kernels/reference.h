@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
 #include "kernels/threshold.h"
+#include "kernels/value_gate.h"
 
 namespace lpattn {
 
@@ -93,6 +94,27 @@ ReferenceThresholdGradients ReferenceThresholdBackward(const AttentionShape& sha
                                                        const ThresholdOptions& threshold,
                                                        const ReferenceThresholdInputs& inputs,
                                                        const std::vector<double>& d_o);
+
+// §1.2 value gates over a dense V [batch, kv_heads, kv_len, head_dim]: v~ = g v with
+// g = sigmoid(alpha ||v|| + beta) or sigmoid(w . v + b), per kv head.
+struct ReferenceValueGateParams {
+  ValueGateKind kind = ValueGateKind::kNorm;
+  std::vector<double> alpha, beta;  // [kv_heads], norm gate
+  std::vector<double> w, b;         // [kv_heads * head_dim], [kv_heads], projection gate
+};
+struct ReferenceValueGateGrads {
+  std::vector<double> dv;
+  std::vector<double> alpha, beta, w, b;  // only the gate kind's
+};
+// Returns v~; gates (if not null) receives g [batch, kv_heads, kv_len].
+std::vector<double> ReferenceValueGateForward(const AttentionShape& shape,
+                                              const ReferenceValueGateParams& params,
+                                              const std::vector<double>& v,
+                                              std::vector<double>* gates = nullptr);
+ReferenceValueGateGrads ReferenceValueGateBackward(const AttentionShape& shape,
+                                                   const ReferenceValueGateParams& params,
+                                                   const std::vector<double>& v,
+                                                   const std::vector<double>& d_v_gated);
 
 // Gathers a strided float view of shape [batch, heads, tokens, dim] into the dense row-major
 // double layout the references take, so tests can compare kernels on any stride choice.

@@ -56,6 +56,7 @@
 #include "hwy/highway.h"
 #include "kernels/attention_problem.h"
 #include "kernels/matmul_tile-inl.h"
+#include "kernels/row_ops-inl.h"
 #include "kernels/tile_sizes.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
@@ -228,31 +229,6 @@ HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
 }
 
 // ---- forward ------------------------------------------------------------------------------
-
-// sum_c a[c] b[c] over dim floats (no reads past dim).
-HWY_INLINE float RowDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, size_t dim) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  auto sum = hn::Zero(d);
-  size_t c = 0;
-  for (; c + N <= dim; c += N) sum = hn::MulAdd(hn::LoadU(d, a + c), hn::LoadU(d, b + c), sum);
-  float total = hn::GetLane(hn::SumOfLanes(d, sum));
-  for (; c < dim; ++c) total += a[c] * b[c];
-  return total;
-}
-
-// out[c] += w * row[c] over dim floats.
-HWY_INLINE void AddScaledRow(float w, const float* HWY_RESTRICT row, size_t dim,
-                             float* HWY_RESTRICT out) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  const auto weight = hn::Set(d, w);
-  size_t c = 0;
-  for (; c + N <= dim; c += N) {
-    hn::StoreU(hn::MulAdd(weight, hn::LoadU(d, row + c), hn::LoadU(d, out + c)), d, out + c);
-  }
-  for (; c < dim; ++c) out[c] += w * row[c];
-}
 
 // visit(x) for each x < n with values[x] != 0, skipping whole vectors of zeros.
 template <class Visit>

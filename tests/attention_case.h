@@ -115,6 +115,15 @@ struct AttentionCase {
   Layout layout_;
 };
 
+// n doubles uniform in [lo, hi), seeded.
+inline std::vector<double> Uniform(size_t n, uint32_t seed, double lo, double hi) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> dist(lo, hi);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(rng);
+  return v;
+}
+
 // max |a - b| / (1 + max |b|): the error relative to the tensor's scale.
 inline double ScaledMaxError(const std::vector<double>& kernel, const std::vector<double>& ref) {
   double err = 0.0, scale = 0.0;

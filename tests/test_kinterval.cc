@@ -21,11 +21,7 @@ namespace {
 using Vec = std::vector<double>;
 
 Vec RandomScores(size_t n, uint32_t seed, double lo = -3.0, double hi = 3.0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Vec v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
+  return test::Uniform(n, seed, lo, hi);
 }
 
 KIntervalOptions Options(const std::string& text) { return ParseKInterval(text); }

@@ -20,11 +20,7 @@ namespace {
 using Vec = std::vector<double>;
 
 Vec Uniform(size_t n, uint32_t seed, double lo, double hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  Vec v(n);
-  for (double& x : v) x = dist(rng);
-  return v;
+  return test::Uniform(n, seed, lo, hi);
 }
 
 // ---- options ---------------------------------------------------------------------------------
