@@ -1,7 +1,9 @@
 // The attention arms of spec/harness.md §1: on exact softmax attention `exact`, `sink` (a
 // learnable per-head sink logit, init 0), `offbyone` (the sink fixed at 0) and `outgate`
-// (o'_i = o_i * sigmoid(x_i W_g + b_g), per head and channel; Qiu et al. 2025, G1); and
-// `kint:<options>`, K-interval attention (spec/kernels.md §2).
+// (o'_i = o_i * sigmoid(x_i W_g + b_g), per head and channel; Qiu et al. 2025, G1); the value
+// gates `normgate`, `projgate`, `sink+normgate`, `sink+projgate` (spec/kernels.md §1.2);
+// `kint:<options>`, K-interval attention (§2); and `tda:<options>`, thresholded differential
+// attention (§3).
 #include "harness/attention_arm.h"
 
 #include <algorithm>
@@ -11,6 +13,8 @@
 #include "harness/layers.h"
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/threshold.h"
+#include "kernels/value_gate.h"
 
 namespace lpattn::harness {
 namespace {
@@ -43,26 +47,38 @@ class SoftmaxArm : public AttentionArm {
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float*,
                float* act, float* out) const override {
-    const Strides in = QkvStrides(s);
-    ExactForward(KernelShape(s), Options(params),
-                 {{qkv, in}, {qkv + s.C, in}, {qkv + 2 * s.C, in}, {out, OutStrides(s)}, act});
+    Attend(s, params, qkv, {qkv + 2 * s.C, QkvStrides(s)}, act, out);
   }
 
   void Backward(const ArmShape& s, const float* params, float* dparams, const float* qkv,
                 const float*, const float* act, const float* out, const float* dout,
                 float* dqkv, float*) const override {
+    AttendBackward(s, params, dparams, qkv, {qkv + 2 * s.C, QkvStrides(s)}, act, out, dout, dqkv,
+                   {dqkv + 2 * s.C, QkvStrides(s)});
+  }
+
+  // The same with V (and dV) elsewhere than in qkv: the value-gate arms attend over gated V.
+  void Attend(const ArmShape& s, const float* params, const float* qkv, ConstTensor v, float* act,
+              float* out) const {
+    const Strides in = QkvStrides(s);
+    ExactForward(KernelShape(s), Options(params),
+                 {{qkv, in}, {qkv + s.C, in}, v, {out, OutStrides(s)}, act});
+  }
+  void AttendBackward(const ArmShape& s, const float* params, float* dparams, const float* qkv,
+                      ConstTensor v, const float* act, const float* out, const float* dout,
+                      float* dqkv, Tensor dv) const {
     const Strides in = QkvStrides(s), o = OutStrides(s);
     std::vector<float> d_sink(sink_ == SinkMode::kLearned ? s.n_head : 0);
     BackwardArgs args;
     args.q = {qkv, in};
     args.k = {qkv + s.C, in};
-    args.v = {qkv + 2 * s.C, in};
+    args.v = v;
     args.o = {out, o};
     args.d_o = {dout, o};
     args.lse = act;
     args.dq = {dqkv, in};
     args.dk = {dqkv + s.C, in};
-    args.dv = {dqkv + 2 * s.C, in};
+    args.dv = dv;
     args.d_sink = d_sink.empty() ? nullptr : d_sink.data();
     ExactBackward(KernelShape(s), Options(params), args);
     for (size_t h = 0; h < d_sink.size(); ++h) dparams[h] += d_sink[h];
@@ -79,6 +95,72 @@ class SoftmaxArm : public AttentionArm {
 
   std::string name_;
   SinkMode sink_;
+};
+
+// Value gates (spec/kernels.md §1.2) before exact attention, with or without a learned sink:
+// v~ = sigmoid(alpha ||v|| + beta) v (normgate) or sigmoid(w . v + b) v (projgate), per head.
+// Parameters: the sink logits (sink+ arms), then alpha, beta [n_head] (init 0: every gate
+// starts at 1/2) or w [n_head * D] (N(0, 0.02)), b [n_head]. Saved: the inner arm's lse and
+// the gated V [B, T, C].
+class ValueGateArm : public AttentionArm {
+ public:
+  ValueGateArm(std::string name, ValueGateKind kind, SinkMode sink)
+      : name_(std::move(name)), kind_(kind), sink_(sink), inner_(name_, sink) {}
+  std::string Name() const override { return name_; }
+  std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
+    std::vector<ArmParam> params = inner_.LayerParams(m);
+    const size_t h = size_t(m.n_head), d = size_t(m.n_embd / m.n_head);
+    if (kind_ == ValueGateKind::kNorm) {
+      params.push_back({"gate_alpha", h, false, 0.0f, 0.0f});
+      params.push_back({"gate_beta", h, false, 0.0f, 0.0f});
+    } else {
+      params.push_back({"gate_w", h * d, true, 0.02f, 0.0f});
+      params.push_back({"gate_b", h, false, 0.0f, 0.0f});
+    }
+    return params;
+  }
+  size_t ActivationFloats(const ArmShape& s) const override {
+    return inner_.ActivationFloats(s) + s.B * s.T * s.C;
+  }
+
+  void Forward(const ArmShape& s, const float* params, const float* qkv, const float*, float* act,
+               float* out) const override {
+    float* gated = act + inner_.ActivationFloats(s);
+    ValueGateForward(KernelShape(s), Gate(s, params), {qkv + 2 * s.C, QkvStrides(s)},
+                     {gated, OutStrides(s)});
+    inner_.Attend(s, params, qkv, {gated, OutStrides(s)}, act, out);
+  }
+
+  void Backward(const ArmShape& s, const float* params, float* dparams, const float* qkv,
+                const float*, const float* act, const float* out, const float* dout,
+                float* dqkv, float*) const override {
+    const float* gated = act + inner_.ActivationFloats(s);
+    std::vector<float> d_gated(s.B * s.T * s.C);
+    inner_.AttendBackward(s, params, dparams, qkv, {gated, OutStrides(s)}, act, out, dout, dqkv,
+                          {d_gated.data(), OutStrides(s)});
+    const size_t first = SinkFloats(s), h = s.n_head, d = s.head_dim();
+    const size_t sizes[2] = {kind_ == ValueGateKind::kNorm ? h : h * d, h};
+    std::vector<float> grads(sizes[0] + sizes[1]);
+    float* g = grads.data();  // laid out as the parameters: alpha, beta or w, b
+    ValueGateBackward(KernelShape(s), Gate(s, params), {qkv + 2 * s.C, QkvStrides(s)},
+                      {d_gated.data(), OutStrides(s)}, {dqkv + 2 * s.C, QkvStrides(s)},
+                      {g, g + h, g, g + h * d});
+    for (size_t i = 0; i < grads.size(); ++i) dparams[first + i] += grads[i];
+  }
+
+ private:
+  size_t SinkFloats(const ArmShape& s) const { return sink_ == SinkMode::kLearned ? s.n_head : 0; }
+  ValueGateParams Gate(const ArmShape& s, const float* params) const {
+    const float* p = params + SinkFloats(s);
+    const size_t h = s.n_head;
+    if (kind_ == ValueGateKind::kNorm) return {kind_, p, p + h, nullptr, nullptr};
+    return {kind_, nullptr, nullptr, p, p + h * s.head_dim()};
+  }
+
+  std::string name_;
+  ValueGateKind kind_;
+  SinkMode sink_;
+  SoftmaxArm inner_;
 };
 
 // Exact attention whose output is gated by the block's input: g = x W_g^T + b_g [B, T, C],
@@ -173,17 +255,136 @@ class KIntervalArm : public AttentionArm {
   KIntervalOptions options_;
 };
 
+// Thresholded differential attention (spec/kernels.md §3, spec/harness.md §1): view 1's Q and
+// K come from qkv, view 2's from a second projection of the block's input, qk2 = x W2^T + b2
+// [B, T, 2C]; lambda per layer (init 0.5); a per-head RMSNorm with gain (init 1) after the
+// kernel. views=1 has neither W2 nor lambda. Saved: qk2, the kernel's output y, and the
+// RMSNorm's reciprocal RMS.
+class ThresholdArm : public AttentionArm {
+ public:
+  ThresholdArm(std::string name, const ThresholdOptions& options)
+      : name_(std::move(name)), options_(options) {}
+  std::string Name() const override { return name_; }
+  std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
+    const size_t c = size_t(m.n_embd);
+    std::vector<ArmParam> params = {{"norm_gain", c, false, 0.0f, 1.0f}};
+    if (TwoViews()) {
+      params.push_back({"qk2_w", 2 * c * c, true, 0.02f, 0.0f});
+      params.push_back({"qk2_b", 2 * c, false, 0.0f, 0.0f});
+      params.push_back({"lambda", 1, false, 0.0f, 0.5f});
+    }
+    return params;
+  }
+  size_t ActivationFloats(const ArmShape& s) const override {
+    return (TwoViews() ? 2 * s.B * s.T * s.C : 0) + s.B * s.T * s.C + s.B * s.T * s.n_head;
+  }
+
+  void Forward(const ArmShape& s, const float* params, const float* qkv, const float* x,
+               float* act, float* out) const override {
+    const Layout l = LayoutOf(s, params, act);
+    if (TwoViews()) MatmulForward(l.qk2, x, l.qk2_w, l.qk2_b, s.B * s.T, s.C, 2 * s.C);
+    const std::vector<float> lambda(s.n_head, TwoViews() ? *l.lambda : 0.0f);
+    ThresholdForwardArgs args;
+    SetViews(s, qkv, l.qk2, args);
+    args.v = {qkv + 2 * s.C, QkvStrides(s)};
+    args.lambda_param = lambda.data();
+    args.o = {l.y, OutStrides(s)};
+    ThresholdForward(KernelShape(s), Options(), options_, args);
+    HeadRmsNormForward(out, l.rrms, l.y, l.gain, s.B * s.T, s.C, s.n_head);
+  }
+
+  void Backward(const ArmShape& s, const float* params, float* dparams, const float* qkv,
+                const float* x, const float* act, const float*, const float* dout, float* dqkv,
+                float* dx) const override {
+    const Layout l = LayoutOf(s, params, const_cast<float*>(act));
+    const Layout d = LayoutOf(s, dparams, nullptr);
+    std::vector<float> dy(s.B * s.T * s.C, 0.0f), dqk2(TwoViews() ? 2 * s.B * s.T * s.C : 0);
+    HeadRmsNormBackward(dy.data(), d.gain, dout, l.y, l.gain, l.rrms, s.B * s.T, s.C, s.n_head);
+    const std::vector<float> lambda(s.n_head, TwoViews() ? *l.lambda : 0.0f);
+    std::vector<float> d_lambda(s.n_head, 0.0f);
+    ThresholdBackwardArgs args;
+    SetViews(s, qkv, l.qk2, args);
+    args.v = {qkv + 2 * s.C, QkvStrides(s)};
+    args.d_o = {dy.data(), OutStrides(s)};
+    args.lambda_param = lambda.data();
+    args.dq[0] = {dqkv, QkvStrides(s)};
+    args.dk[0] = {dqkv + s.C, QkvStrides(s)};
+    args.dq[1] = {dqk2.data(), Qk2Strides(s)};
+    args.dk[1] = {dqk2.data() + s.C, Qk2Strides(s)};
+    args.dv = {dqkv + 2 * s.C, QkvStrides(s)};
+    args.d_lambda = d_lambda.data();
+    ThresholdBackward(KernelShape(s), Options(), options_, args);
+    if (!TwoViews()) return;
+    for (const float g : d_lambda) *d.lambda += g;  // one lambda shared by the layer's heads
+    MatmulBackward(dx, d.qk2_w, d.qk2_b, dqk2.data(), x, l.qk2_w, s.B * s.T, s.C, 2 * s.C);
+  }
+
+ private:
+  bool TwoViews() const { return options_.views == 2; }
+  // qk2 [B, T, 2C]: view 2's Q then K per token, as [B, T, H, D] views of token stride 2C.
+  static Strides Qk2Strides(const ArmShape& s) {
+    return {int64_t(s.T * 2 * s.C), int64_t(s.head_dim()), int64_t(2 * s.C)};
+  }
+  template <class Args>
+  void SetViews(const ArmShape& s, const float* qkv, const float* qk2, Args& args) const {
+    args.q[0] = {qkv, QkvStrides(s)};
+    args.k[0] = {qkv + s.C, QkvStrides(s)};
+    if (!TwoViews()) return;
+    args.q[1] = {qk2, Qk2Strides(s)};
+    args.k[1] = {qk2 + s.C, Qk2Strides(s)};
+  }
+  // Where the parameters (or their gradients) and the saved activations are.
+  struct Layout {
+    float *gain, *qk2_w, *qk2_b, *lambda;
+    float *qk2, *y, *rrms;
+  };
+  Layout LayoutOf(const ArmShape& s, const float* params, float* act) const {
+    float* p = const_cast<float*>(params);
+    Layout l{p, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+    if (TwoViews()) {
+      l.qk2_w = p + s.C;
+      l.qk2_b = l.qk2_w + 2 * s.C * s.C;
+      l.lambda = l.qk2_b + 2 * s.C;
+    }
+    if (act != nullptr) {
+      l.qk2 = act;
+      l.y = act + (TwoViews() ? 2 * s.B * s.T * s.C : 0);
+      l.rrms = l.y + s.B * s.T * s.C;
+    }
+    return l;
+  }
+  static AttentionOptions Options() {
+    AttentionOptions options;
+    options.causal = true;
+    return options;  // scale unset: 1 (cosine scores); threads = 0: the trainer's arena
+  }
+
+  std::string name_;
+  ThresholdOptions options_;
+};
+
 constexpr char kKIntervalPrefix[] = "kint:";
+constexpr char kThresholdPrefix[] = "tda:";
 
 }  // namespace
 
-std::vector<std::string> KnownArms() { return {"exact", "sink", "offbyone", "outgate"}; }
+std::vector<std::string> KnownArms() {
+  return {"exact",    "sink",          "offbyone",      "outgate",
+          "normgate", "projgate",      "sink+normgate", "sink+projgate"};
+}
 
 std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
   if (spec == "exact") return std::make_unique<SoftmaxArm>("exact", SinkMode::kNone);
   if (spec == "sink") return std::make_unique<SoftmaxArm>("sink", SinkMode::kLearned);
   if (spec == "offbyone") return std::make_unique<SoftmaxArm>("offbyone", SinkMode::kOffByOne);
   if (spec == "outgate") return std::make_unique<OutputGateArm>();
+  if (spec == "normgate" || spec == "projgate" || spec == "sink+normgate" ||
+      spec == "sink+projgate") {
+    const bool sink = spec.rfind("sink+", 0) == 0;
+    const bool norm = spec.find("normgate") != std::string::npos;
+    return std::make_unique<ValueGateArm>(spec, norm ? ValueGateKind::kNorm : ValueGateKind::kProjection,
+                                          sink ? SinkMode::kLearned : SinkMode::kNone);
+  }
   if (spec.rfind(kKIntervalPrefix, 0) == 0) {
     try {
       return std::make_unique<KIntervalArm>(
@@ -192,10 +393,19 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
       throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
     }
   }
+  if (spec.rfind(kThresholdPrefix, 0) == 0 || spec == "tda") {
+    try {
+      const std::string text = spec.size() > 3 ? spec.substr(sizeof kThresholdPrefix - 1) : "";
+      return std::make_unique<ThresholdArm>(spec, ParseThreshold(text));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
+    }
+  }
   std::string known;
   for (const std::string& name : KnownArms()) known += name + ", ";
   throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known +
-                              "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob)");
+                              "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob, "
+                              "tda or tda:<options> such as tda:views=1,p=2)");
 }
 
 void CheckSwappable(const std::string& trained, const std::string& with,

@@ -226,6 +226,47 @@ void SigmoidGateBackward(float* dx, float* dg, const float* dout, const float* x
   }
 }
 
+// y = x r g with r = 1 / sqrt(mean(x^2) + eps) over each head's channels.
+void HeadRmsNormForward(float* out, float* rrms, const float* inp, const float* gain, size_t N,
+                        size_t C, size_t H) {
+  const size_t D = C / H;
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t h = 0; h < H; ++h) {
+        const float* x = inp + r * C + h * D;
+        double sum = 0.0;
+        for (size_t c = 0; c < D; ++c) sum += double(x[c]) * x[c];
+        const float rr = float(1.0 / std::sqrt(sum / double(D) + 1e-6));
+        rrms[r * H + h] = rr;
+        for (size_t c = 0; c < D; ++c) out[r * C + h * D + c] = x[c] * rr * gain[h * D + c];
+      }
+    }
+  });
+}
+
+// dx_c = r g_c dy_c - x_c r^3 (1/D) sum_k g_k dy_k x_k;  dgain_c += dy_c x_c r (rows in order).
+void HeadRmsNormBackward(float* dinp, float* dgain, const float* dout, const float* inp,
+                         const float* gain, const float* rrms, size_t N, size_t C, size_t H) {
+  const size_t D = C / H;
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t h = 0; h < H; ++h) {
+        const float* x = inp + r * C + h * D;
+        const float* dy = dout + r * C + h * D;
+        const float* g = gain + h * D;
+        const float rr = rrms[r * H + h];
+        double along = 0.0;
+        for (size_t c = 0; c < D; ++c) along += double(g[c]) * dy[c] * x[c];
+        const float k = float(along / double(D)) * rr * rr * rr;
+        for (size_t c = 0; c < D; ++c) dinp[r * C + h * D + c] += rr * g[c] * dy[c] - x[c] * k;
+      }
+    }
+  });
+  for (size_t r = 0; r < N; ++r) {  // one writer per gain element, rows in order
+    for (size_t c = 0; c < C; ++c) dgain[c] += dout[r * C + c] * inp[r * C + c] * rrms[r * H + c / D];
+  }
+}
+
 // probs = softmax(logits) per row (max subtracted); losses = -log probs[target], computed as
 // log(sum exp(l - max)) - (l[target] - max) so that it stays finite when probs[target]
 // underflows; returns the mean loss, summed in double.

@@ -56,6 +56,14 @@ void SigmoidGateForward(float* out, const float* x, const float* g, size_t n);
 void SigmoidGateBackward(float* dx, float* dg, const float* dout, const float* x,
                          const float* g, size_t n);
 
+// Per-head RMSNorm (the `tda` arm, spec/harness.md §1): each head's D = C / H channels of a
+// row divided by their root mean square (eps 1e-6), times gain[c]. Saves rrms [N * H], the
+// reciprocal RMS. The backward accumulates into dinp and dgain.
+void HeadRmsNormForward(float* out, float* rrms, const float* inp, const float* gain, size_t N,
+                        size_t C, size_t H);
+void HeadRmsNormBackward(float* dinp, float* dgain, const float* dout, const float* inp,
+                         const float* gain, const float* rrms, size_t N, size_t C, size_t H);
+
 // Softmax over V of the logits and mean cross-entropy against targets, over N = B*T rows.
 // probs[N,V] is saved; losses[N] holds each row's loss; returns the mean loss.
 float CrossEntropyForward(float* probs, float* losses, const float* logits,

@@ -295,13 +295,15 @@ using test::AttentionCase;
 using test::Layout;
 using test::OwnedTensor;
 
-// Two views' inputs in one layout: view 1 and V from one case, view 2's Q and K from another.
+// Two views' inputs: view 1 and V from one case in `layout`, view 2's Q and K from another in
+// the other layout (the views' strides are independent).
 struct TwoViewCase {
   AttentionCase first, second;
   std::vector<float> lambda_param;
   TwoViewCase(const AttentionShape& shape, bool causal, Layout layout, uint32_t seed = 1)
       : first(shape, causal, SinkMode::kNone, layout, seed),
-        second(shape, causal, SinkMode::kNone, layout, seed + 100) {
+        second(shape, causal, SinkMode::kNone,
+               layout == Layout::kBHTD ? Layout::kBTHD : Layout::kBHTD, seed + 100) {
     for (int64_t h = 0; h < shape.heads; ++h) lambda_param.push_back(0.2f + 0.5f * float(h % 2));
   }
   const AttentionShape& shape() const { return first.shape; }
