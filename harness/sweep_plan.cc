@@ -33,6 +33,21 @@ SweepPlan KIntervalPaperPlan() {
   return plan;
 }
 
+// Abstention, filtering and thresholding against exact attention (issue 5's comparison):
+// sinks, value gates, the output gate and thresholded differential attention, 3 seeds, small.
+SweepPlan GatingPlan() {
+  SweepPlan plan;
+  plan.name = "gating";
+  plan.summary = "sinks, value gates, the output gate and tda against exact, 3 seeds, small";
+  plan.preset = "small";
+  plan.seeds = {1, 2, 3};
+  for (const char* arm : {"exact", "offbyone", "sink", "normgate", "projgate", "sink+normgate",
+                          "sink+projgate", "outgate", "tda"}) {
+    plan.arms.push_back({arm, ""});
+  }
+  return plan;
+}
+
 }  // namespace
 
 std::vector<std::string> SweepPlan::ArmNames() const {
@@ -52,7 +67,7 @@ SweepExtras SweepPlan::Extras() const {
 }
 
 const std::vector<SweepPlan>& SweepPlans() {
-  static const std::vector<SweepPlan> plans = {KIntervalPaperPlan()};
+  static const std::vector<SweepPlan> plans = {KIntervalPaperPlan(), GatingPlan()};
   return plans;
 }
 

@@ -458,6 +458,15 @@ TEST(SweepPlans, KIntervalPaperPlanIsTheSpecTable) {
   EXPECT_EQ(extras.paper.at("kint:K=4:cal=minmax:round=nearest:ste=weight"), "+0.89 (large)");
 }
 
+TEST(SweepPlans, GatingPlanRunsEveryGatingArm) {
+  const SweepPlan& plan = FindSweepPlan("gating");
+  EXPECT_EQ(plan.preset, "small");
+  EXPECT_EQ(plan.arms.size(), 9u);
+  EXPECT_EQ(plan.arms[0].arm, "exact");
+  for (const PlannedArm& a : plan.arms) EXPECT_NO_THROW(MakeArm(a.arm)) << a.arm;
+  EXPECT_TRUE(plan.swaps.empty());
+}
+
 TEST(SweepPlans, UnknownPlanListsTheKnownOnes) {
   try {
     FindSweepPlan("no-such-plan");
