@@ -7,6 +7,7 @@
 #include "harness/attention_arm.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -30,6 +31,53 @@ Strides OutStrides(const ArmShape& s) {
 AttentionShape KernelShape(const ArmShape& s) {
   return {int64_t(s.B), int64_t(s.n_head), int64_t(s.n_head), int64_t(s.T), int64_t(s.T),
           int64_t(s.head_dim())};
+}
+
+// ---- diagnostics: each arm's weights recomputed in double ----
+
+// Row i (batch b, head h) of scores over its visible keys j <= i: scale * q_i . k_j, from
+// [B, T, H, D] views of token stride `stride`, with q and k L2-normalised when `unit`.
+void RowScores(const ArmShape& s, const float* q, const float* k, size_t stride, size_t b,
+               size_t h, size_t i, double scale, bool unit, std::vector<double>& out) {
+  const size_t D = s.head_dim();
+  auto row = [&](const float* base, size_t t) { return base + (b * s.T + t) * stride + h * D; };
+  auto norm = [&](const float* x) {
+    double sum = 0.0;
+    for (size_t c = 0; c < D; ++c) sum += double(x[c]) * x[c];
+    return unit ? std::max(std::sqrt(sum), 1e-12) : 1.0;
+  };
+  const float* q_i = row(q, i);
+  const double q_norm = norm(q_i);
+  out.resize(i + 1);
+  for (size_t j = 0; j <= i; ++j) {
+    const float* k_j = row(k, j);
+    double dot = 0.0;
+    for (size_t c = 0; c < D; ++c) dot += double(q_i[c]) * k_j[c];
+    out[j] = scale * dot / (q_norm * norm(k_j));
+  }
+}
+
+// Every causal row of every (batch, head): weigh(b, h, i, scores, weights, abstention) fills
+// the row's weights, whose zeros and first-token share are added to per_head[h].
+template <class Weigh>
+void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Weigh& weigh) {
+  std::vector<double> w;
+  for (size_t b = 0; b < s.B; ++b) {
+    for (size_t h = 0; h < s.n_head; ++h) {
+      HeadDiagnostics& d = per_head[h];
+      for (size_t i = 0; i < s.T; ++i) {
+        double abstention = 0.0;
+        weigh(b, h, i, w, abstention);
+        double total = 0.0;
+        for (const double x : w) total += std::abs(x);
+        d.rows += 1.0;
+        d.visible += double(w.size());
+        d.zeros += double(std::count(w.begin(), w.end(), 0.0));
+        d.first_mass += total > 0.0 ? std::abs(w[0]) / total * (1.0 - abstention) : 0.0;
+        d.abstention += abstention;
+      }
+    }
+  }
 }
 
 // Causal exact attention with an optional sink; the sink logits, if learned, are the arm's
@@ -56,6 +104,27 @@ class SoftmaxArm : public AttentionArm {
     AttendBackward(s, params, dparams, qkv, {qkv + 2 * s.C, QkvStrides(s)}, act, out, dout, dqkv,
                    {dqkv + 2 * s.C, QkvStrides(s)});
   }
+
+  // p = exp(s - m) / Z with the sink's exp(tau - m) in Z; abstention = exp(tau - m) / Z.
+  void Diagnose(const ArmShape& s, const float* params, const float* qkv, const float*,
+                const float*, HeadDiagnostics* per_head) const override {
+    const double scale = 1.0 / std::sqrt(double(s.head_dim()));
+    std::vector<double> scores;
+    DiagnoseRows(s, per_head, [&](size_t b, size_t h, size_t i, std::vector<double>& w,
+                                  double& abstention) {
+      RowScores(s, qkv, qkv + s.C, 3 * s.C, b, h, i, scale, false, scores);
+      const bool sink = sink_ != SinkMode::kNone;
+      const double tau = sink_ == SinkMode::kLearned ? params[h] : 0.0;
+      double m = sink ? tau : -INFINITY;
+      for (const double x : scores) m = std::max(m, x);
+      double z = sink ? std::exp(tau - m) : 0.0;
+      for (const double x : scores) z += std::exp(x - m);
+      w.resize(scores.size());
+      for (size_t j = 0; j < w.size(); ++j) w[j] = std::exp(scores[j] - m) / z;
+      abstention = sink ? std::exp(tau - m) / z : 0.0;
+    });
+  }
+  bool HasSink() const override { return sink_ != SinkMode::kNone; }
 
   // The same with V (and dV) elsewhere than in qkv: the value-gate arms attend over gated V.
   void Attend(const ArmShape& s, const float* params, const float* qkv, ConstTensor v, float* act,
@@ -122,6 +191,12 @@ class ValueGateArm : public AttentionArm {
   size_t ActivationFloats(const ArmShape& s) const override {
     return inner_.ActivationFloats(s) + s.B * s.T * s.C;
   }
+  // The gates scale values, not weights: the weights are the inner softmax's.
+  void Diagnose(const ArmShape& s, const float* params, const float* qkv, const float* x,
+                const float* act, HeadDiagnostics* per_head) const override {
+    inner_.Diagnose(s, params, qkv, x, act, per_head);
+  }
+  bool HasSink() const override { return inner_.HasSink(); }
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float*, float* act,
                float* out) const override {
@@ -175,6 +250,10 @@ class OutputGateArm : public AttentionArm {
   size_t ActivationFloats(const ArmShape& s) const override {
     return inner_.ActivationFloats(s) + 2 * s.B * s.T * s.C;
   }
+  void Diagnose(const ArmShape& s, const float*, const float* qkv, const float* x,
+                const float* act, HeadDiagnostics* per_head) const override {
+    inner_.Diagnose(s, nullptr, qkv, x, act, per_head);
+  }
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float* x,
                float* act, float* out) const override {
@@ -213,6 +292,16 @@ class KIntervalArm : public AttentionArm {
   std::string Name() const override { return name_; }
   std::vector<ArmParam> LayerParams(const ModelConfig&) const override { return {}; }
   size_t ActivationFloats(const ArmShape& s) const override { return 6 * Rows(s); }
+  void Diagnose(const ArmShape& s, const float*, const float* qkv, const float*, const float*,
+                HeadDiagnostics* per_head) const override {
+    const double scale = 1.0 / std::sqrt(double(s.head_dim()));
+    std::vector<double> scores;
+    DiagnoseRows(s, per_head, [&](size_t b, size_t h, size_t i, std::vector<double>& w, double&) {
+      RowScores(s, qkv, qkv + s.C, 3 * s.C, b, h, i, scale, false, scores);
+      w.resize(scores.size());
+      KIntervalRowForward(options_, scores.data(), scores.size(), w.data());
+    });
+  }
 
   void Forward(const ArmShape& s, const float*, const float* qkv, const float*, float* act,
                float* out) const override {
@@ -277,6 +366,25 @@ class ThresholdArm : public AttentionArm {
   }
   size_t ActivationFloats(const ArmShape& s) const override {
     return (TwoViews() ? 2 * s.B * s.T * s.C : 0) + s.B * s.T * s.C + s.B * s.T * s.n_head;
+  }
+  // w = a1 - lambda a2 over cosine scores, a = max(s - tau, 0)^p (view 2's Q and K saved in act).
+  void Diagnose(const ArmShape& s, const float* params, const float* qkv, const float*,
+                const float* act, HeadDiagnostics* per_head) const override {
+    const Layout l = LayoutOf(s, params, const_cast<float*>(act));
+    const double lambda = TwoViews() ? ClampLambda(*l.lambda) : 0.0;
+    std::vector<double> scores, a2;
+    DiagnoseRows(s, per_head, [&](size_t b, size_t h, size_t i, std::vector<double>& w, double&) {
+      const double tau = ThresholdTau(options_, int64_t(i + 1), int64_t(s.head_dim()));
+      const bool unit = options_.l2_normalize;
+      RowScores(s, qkv, qkv + s.C, 3 * s.C, b, h, i, 1.0, unit, scores);
+      w.resize(scores.size());
+      ThresholdRowForward(options_, tau, scores.data(), scores.size(), w.data());
+      if (!TwoViews()) return;
+      RowScores(s, l.qk2, l.qk2 + s.C, 2 * s.C, b, h, i, 1.0, unit, scores);
+      a2.resize(scores.size());
+      ThresholdRowForward(options_, tau, scores.data(), scores.size(), a2.data());
+      for (size_t j = 0; j < w.size(); ++j) w[j] -= lambda * a2[j];
+    });
   }
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float* x,

@@ -29,6 +29,18 @@ struct ArmShape {
   size_t head_dim() const { return C / n_head; }
 };
 
+// What an attention layer's weights look like on some batches, per head, as sums over its
+// query rows (the attention diagnostics of issue 5): visible (row, key) pairs and how many of
+// their weights are exactly 0, the share of each row's weight on the first token (|w| shares
+// for thresholded weights, which may be negative), and the mass a sink takes.
+struct HeadDiagnostics {
+  double rows = 0.0;
+  double visible = 0.0;
+  double zeros = 0.0;
+  double first_mass = 0.0;  // summed over rows
+  double abstention = 0.0;  // summed over rows (0 without a sink)
+};
+
 class AttentionArm {
  public:
   virtual ~AttentionArm() = default;
@@ -44,6 +56,12 @@ class AttentionArm {
   virtual void Backward(const ArmShape& s, const float* params, float* dparams, const float* qkv,
                         const float* x, const float* act, const float* out, const float* dout,
                         float* dqkv, float* dx) const = 0;
+  // Adds the weights of the last Forward (same arguments) to per_head [n_head], recomputed in
+  // double from qkv (and x); slow and exact, for validation-time diagnostics.
+  virtual void Diagnose(const ArmShape& s, const float* params, const float* qkv, const float* x,
+                        const float* act, HeadDiagnostics* per_head) const = 0;
+  // Whether the arm has a sink (its diagnostics' abstention mass means something).
+  virtual bool HasSink() const { return false; }
 };
 
 // Parses an arm spec ("exact", "sink", "offbyone", "outgate", "kint:K=4,cal=window,...") into

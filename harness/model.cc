@@ -132,6 +132,18 @@ void Gpt::SetArm(const std::string& arm) {
   params_ = std::move(params);
 }
 
+void Gpt::Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer) const {
+  if (batch_ == 0) throw std::logic_error("Gpt::Diagnose: no forward pass yet");
+  const ArmShape shape{batch_, size_t(model_.context), size_t(model_.n_embd), size_t(model_.n_head)};
+  per_layer.resize(blocks_.size());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& b = blocks_[l];
+    per_layer[l].resize(shape.n_head);
+    arm_->Diagnose(shape, params_.data() + b.arm, acts_.data() + b.qkv, acts_.data() + b.ln1,
+                   acts_.data() + b.arm_act, per_layer[l].data());
+  }
+}
+
 float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) {
   if (batch < 1 || batch > max_batch_) throw std::invalid_argument("Gpt::Forward: bad batch");
   const size_t C = size_t(model_.n_embd), T = size_t(model_.context), V = size_t(model_.vocab);

@@ -36,6 +36,9 @@ class Gpt {
   float Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch);
   // Gradients of the last Forward's mean loss, written (not accumulated) into grads().
   void Backward();
+  // Adds the attention weights of the last Forward, per layer and head, to per_layer
+  // ([n_layer][n_head]; see AttentionArm::Diagnose).
+  void Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer) const;
 
   std::vector<float>& params() { return params_; }
   const std::vector<float>& params() const { return params_; }

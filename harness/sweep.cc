@@ -217,6 +217,21 @@ std::optional<double> BestValLoss(const fs::path& metrics) {
   return best;
 }
 
+// Appends a run's attention diagnostics (zero_frac, first_mass, sink_rate, abstention) to
+// `values`, when its attention.json exists; a null abstention (no sink) is left out.
+void ReadDiagnostics(const fs::path& path, std::vector<double>* values) {
+  if (!fs::exists(path)) return;
+  const json attention = ReadJson(path);
+  const char* keys[4] = {"zero_frac", "first_mass", "sink_rate", "abstention"};
+  try {
+    for (size_t k = 0; k < 4; ++k) {
+      if (!attention.at(keys[k]).is_null()) values[k].push_back(attention.at(keys[k]).get<double>());
+    }
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path.string() + " is malformed: " + e.what());
+  }
+}
+
 json ReportJson(const SweepReport& report, const json& sweep) {
   const std::vector<ArmReport>& reports = report.arms;
   json arms = json::array();
@@ -249,6 +264,10 @@ json ReportJson(const SweepReport& report, const json& sweep) {
                     {"mean_val_loss", Optional(r.mean_val_loss)},
                     {"tokens_per_s_mean", Optional(r.tokens_per_s_mean)},
                     {"rise_mean", Optional(r.rise_mean)},
+                    {"attention", {{"zero_frac", Optional(r.zero_frac)},
+                                   {"first_mass", Optional(r.first_mass)},
+                                   {"sink_rate", Optional(r.sink_rate)},
+                                   {"abstention", Optional(r.abstention)}}},
                     {"paper", r.paper.empty() ? json(nullptr) : json(r.paper)},
                     {"gap_to_exact", gap}});
   }
@@ -517,6 +536,7 @@ SweepReport ReportSweep(const std::string& out_dir) {
       report.paper = paper->second;
     }
     std::vector<double> losses, rates, rises;
+    std::vector<double> diagnostics[4];  // zero_frac, first_mass, sink_rate, abstention
     for (const uint64_t seed : seeds) {
       SeedRun run;
       run.seed = seed;
@@ -540,6 +560,7 @@ SweepReport ReportSweep(const std::string& out_dir) {
         losses.push_back(run.final_val_loss);
         rates.push_back(run.tokens_per_s);
         if (run.best_val_loss) rises.push_back(run.final_val_loss - *run.best_val_loss);
+        ReadDiagnostics(dir / run.dir / "attention.json", diagnostics);
       } else {
         report.missing_seeds.push_back(seed);
       }
@@ -548,6 +569,10 @@ SweepReport ReportSweep(const std::string& out_dir) {
     report.mean_val_loss = Mean(losses);
     report.tokens_per_s_mean = Mean(rates);
     report.rise_mean = Mean(rises);
+    report.zero_frac = Mean(diagnostics[0]);
+    report.first_mass = Mean(diagnostics[1]);
+    report.sink_rate = Mean(diagnostics[2]);
+    report.abstention = Mean(diagnostics[3]);
     reports.push_back(std::move(report));
   }
 
@@ -653,6 +678,21 @@ std::string SwapTable(const std::vector<SwapReport>& swaps, bool with_paper) {
   return table.str();
 }
 
+std::string DiagnosticsTable(const std::vector<ArmReport>& reports) {
+  std::ostringstream table;
+  table << "\nAttention on the validation windows (mean over seeds): the share of visible weights "
+           "that are exactly 0, the mean first-token mass, the share of heads whose first-token "
+           "mass exceeds 0.3 (sink rate), and the mass a sink takes.\n\n"
+        << "| arm | zero fraction | first-token mass | sink rate | abstention |\n"
+        << "|---|---|---|---|---|\n";
+  auto cell = [](const std::optional<double>& x) { return x ? Fixed(*x, 4) : std::string("—"); };
+  for (const ArmReport& r : reports) {
+    table << "| `" << r.arm << "` | " << cell(r.zero_frac) << " | " << cell(r.first_mass) << " | "
+          << cell(r.sink_rate) << " | " << cell(r.abstention) << " |\n";
+  }
+  return table.str();
+}
+
 }  // namespace
 
 std::string FormatReportTable(const SweepReport& report) {
@@ -681,6 +721,9 @@ std::string FormatReportTable(const SweepReport& report) {
     table << "\nNo `exact` arm in this sweep: gaps to exact are not reported.\n";
   }
   if (!report.swaps.empty()) table << SwapTable(report.swaps, with_paper);
+  const bool diagnosed = std::any_of(reports.begin(), reports.end(),
+                                     [](const ArmReport& r) { return r.zero_frac.has_value(); });
+  if (diagnosed) table << DiagnosticsTable(reports);
   return table.str();
 }
 

@@ -116,6 +116,9 @@ struct ArmReport {
   // turned up).
   std::optional<double> rise_mean;
   std::string paper;  // what the plan's source reports for this arm; empty otherwise
+  // Attention diagnostics (each run's attention.json), means over the runs that have them:
+  // the zero fraction, first-token mass and sink rate, and the abstention mass (sink arms).
+  std::optional<double> zero_frac, first_mass, sink_rate, abstention;
 
   int finished() const;
 };
@@ -154,7 +157,8 @@ SweepReport ReportSweep(const std::string& out_dir);
 // per-seed gaps | rise after best | tokens/s (and a `paper` column after the gap when the plan
 // has one), followed by a line saying when there is no exact arm. Then, when the sweep has
 // evaluation swaps, one row per swap: the trained arm, the arm it is evaluated with, the
-// swapped loss, its change from the own-arm loss and its gap to exact.
+// swapped loss, its change from the own-arm loss and its gap to exact. Then, when runs have
+// attention diagnostics, a table of them per arm.
 std::string FormatReportTable(const SweepReport& report);
 
 // Formatting shared with the command line.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -75,7 +76,10 @@ std::string CorpusPath(const TrainConfig& config, const std::string& override_pa
 }
 
 // The mean loss over the fixed validation windows, in batches of config.batch.
-double ValidationLoss(Gpt& model, const TrainConfig& config, const std::vector<uint8_t>& text) {
+// The mean loss over the validation windows; after_batch (if set) runs after each batch's
+// forward pass, while its activations are in the model.
+double ValidationLoss(Gpt& model, const TrainConfig& config, const std::vector<uint8_t>& text,
+                      const std::function<void()>& after_batch = {}) {
   const size_t T = size_t(config.model.context), B = size_t(config.batch);
   std::vector<uint8_t> windows;
   ValidationWindows(text, size_t(config.eval_windows), T, windows);
@@ -92,8 +96,44 @@ double ValidationLoss(Gpt& model, const TrainConfig& config, const std::vector<u
       targets.insert(targets.end(), window + 1, window + T + 1);
     }
     sum += double(model.Forward(inputs.data(), targets.data(), n)) * double(n);
+    if (after_batch) after_batch();
   }
   return sum / double(count);
+}
+
+// Attention diagnostics of the model on the validation windows (issue 5): per layer and head
+// the fraction of exact zeros among visible weights, the mean first-token mass and (sink arms)
+// the mean abstention mass; overall, the zero fraction, the mean first-token mass, the sink
+// rate (share of heads whose mean first-token mass exceeds 0.3) and the mean abstention.
+nlohmann::json AttentionDiagnostics(Gpt& model, const TrainConfig& config,
+                                    const std::vector<uint8_t>& text) {
+  std::vector<std::vector<HeadDiagnostics>> per_layer;
+  ValidationLoss(model, config, text, [&] { model.Diagnose(per_layer); });
+  const bool sink = model.arm().HasSink();
+  nlohmann::json layers = nlohmann::json::array();
+  double zeros = 0.0, visible = 0.0, first = 0.0, abstention = 0.0, sinks = 0.0, heads = 0.0;
+  for (const std::vector<HeadDiagnostics>& layer : per_layer) {
+    nlohmann::json row = nlohmann::json::array();
+    for (const HeadDiagnostics& d : layer) {
+      const double first_mass = d.first_mass / d.rows, abstain = d.abstention / d.rows;
+      row.push_back({{"zero_frac", d.zeros / d.visible},
+                     {"first_mass", first_mass},
+                     {"abstention", sink ? nlohmann::json(abstain) : nlohmann::json(nullptr)}});
+      zeros += d.zeros;
+      visible += d.visible;
+      first += first_mass;
+      abstention += abstain;
+      sinks += first_mass > 0.3 ? 1.0 : 0.0;
+      heads += 1.0;
+    }
+    layers.push_back(row);
+  }
+  return {{"windows", config.eval_windows},
+          {"zero_frac", zeros / visible},
+          {"first_mass", first / heads},
+          {"sink_rate", sinks / heads},
+          {"abstention", sink ? nlohmann::json(abstention / heads) : nlohmann::json(nullptr)},
+          {"layers", layers}};
 }
 
 template <class Fn>
@@ -183,6 +223,8 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
       }
       summary.tokens_per_s = tokens_per_s;
     }
+    WriteFileAtomically((dir / "attention.json").string(),
+                        AttentionDiagnostics(model, config, corpus.validation).dump(2) + "\n");
     summary.steps = config.steps;
     summary.final_val_loss = rows.empty() ? 0.0 : rows.back().val_loss;
     if (!rows.empty()) summary.final_train_loss = rows.back().train_loss;

@@ -28,7 +28,9 @@ struct RunSummary {
 };
 
 // Trains `config` into out_dir: config.json, metrics.csv (step, tokens, train_loss, val_loss,
-// lr, tokens_per_s), summary.json, checkpoint.bin. With resume, continues from
+// lr, tokens_per_s), summary.json, checkpoint.bin, and attention.json (the final model's
+// attention diagnostics on the validation windows: zero fraction, first-token mass, sink rate,
+// abstention; overall and per layer and head). With resume, continues from
 // out_dir/checkpoint.bin (whose config must match) and ends with the numbers an uninterrupted
 // run would have. Without resume, refuses an out_dir that already holds a run. Throws
 // std::invalid_argument / std::runtime_error with a clear message before writing anything.

@@ -165,6 +165,47 @@ TEST(Model, ThresholdArmMatchesFiniteDifferences) {
   }
 }
 
+// Diagnostics on attention whose weights are known: zero queries and keys make every score 0,
+// so the off-by-one softmax gives each of row i's i + 1 keys and the sink 1 / (i + 2), and the
+// thresholded weights (cosines 0, tau >= 0) are all exact zeros.
+TEST(Model, DiagnosticsOfKnownWeights) {
+  const ArmShape s{2, 4, 8, 2};
+  const std::vector<float> qkv(s.B * s.T * 3 * s.C, 0.0f), x(s.B * s.T * s.C, 0.0f);
+  double first = 0.0;
+  for (size_t i = 0; i < s.T; ++i) first += 1.0 / double(i + 2);
+  {
+    const std::unique_ptr<AttentionArm> arm = MakeArm("offbyone");
+    EXPECT_TRUE(arm->HasSink());
+    std::vector<HeadDiagnostics> heads(s.n_head);
+    arm->Diagnose(s, nullptr, qkv.data(), x.data(), nullptr, heads.data());
+    for (const HeadDiagnostics& d : heads) {
+      EXPECT_EQ(d.rows, double(s.B * s.T));
+      EXPECT_EQ(d.visible, double(s.B * s.T * (s.T + 1) / 2));
+      EXPECT_EQ(d.zeros, 0.0);
+      EXPECT_NEAR(d.first_mass, double(s.B) * first, 1e-12);
+      EXPECT_NEAR(d.abstention, double(s.B) * first, 1e-12);
+    }
+  }
+  {
+    const std::unique_ptr<AttentionArm> arm = MakeArm("tda");
+    EXPECT_FALSE(arm->HasSink());
+    ModelConfig m = SmallModel();
+    m.n_embd = int(s.C);
+    size_t n_params = 0;
+    for (const ArmParam& p : arm->LayerParams(m)) n_params += p.size;
+    std::vector<float> params(n_params, 0.0f);  // view 2's projection and bias 0: q2 = k2 = 0
+    params.back() = 0.5f;                        // lambda
+    std::vector<float> act(arm->ActivationFloats(s)), out(x.size());
+    arm->Forward(s, params.data(), qkv.data(), x.data(), act.data(), out.data());
+    std::vector<HeadDiagnostics> heads(s.n_head);
+    arm->Diagnose(s, params.data(), qkv.data(), x.data(), act.data(), heads.data());
+    for (const HeadDiagnostics& d : heads) {
+      EXPECT_EQ(d.zeros, d.visible);
+      EXPECT_EQ(d.first_mass, 0.0);
+    }
+  }
+}
+
 // The kint arm is exactly the K-interval kernels on the [B, T, H, D] views of qkv: the same
 // bits as calling them directly, forward and backward, with its saved statistics (indices
 // included) carried through the activation arena.

@@ -250,6 +250,29 @@ TEST(SweepReport, RiseIsFinalMinusBestValidationLoss) {
       << FormatReportTable(report);
 }
 
+TEST(SweepReport, DiagnosticsAreAveragedOverSeeds) {
+  ScratchDir dir("sweep-diagnostics");
+  WriteSyntheticSweep(dir, {"exact", "sink"}, {1, 2},
+                      {{"exact", 1, 2.0}, {"exact", 2, 2.1}, {"sink", 1, 2.0}, {"sink", 2, 2.1}});
+  auto write = [&](const std::string& arm, uint64_t seed, double first, const json& abstention) {
+    std::ofstream(dir.path / RunDirName(arm, seed) / "attention.json")
+        << json{{"zero_frac", 0.0}, {"first_mass", first}, {"sink_rate", first > 0.3 ? 1.0 : 0.0},
+                {"abstention", abstention}, {"layers", json::array()}};
+  };
+  write("exact", 1, 0.2, nullptr);
+  write("exact", 2, 0.4, nullptr);
+  write("sink", 1, 0.1, 0.5);  // sink seed 2 has no attention.json: one run's values
+  const SweepReport report = ReportSweep(dir.path.string());
+  EXPECT_NEAR(*report.arms[0].first_mass, 0.3, 1e-12);
+  EXPECT_NEAR(*report.arms[0].sink_rate, 0.5, 1e-12);
+  EXPECT_FALSE(report.arms[0].abstention.has_value());
+  EXPECT_NEAR(*report.arms[1].abstention, 0.5, 1e-12);
+  const std::string table = FormatReportTable(report);
+  EXPECT_NE(table.find("| `exact` | 0.0000 | 0.3000 | 0.5000 | — |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| `sink` | 0.0000 | 0.1000 | 0.0000 | 0.5000 |"), std::string::npos)
+      << table;
+}
+
 TEST(SweepReport, PlanSweepsShowThePaperColumnAndTheSwaps) {
   ScratchDir dir("sweep-plan");
   const std::string k2 = "kint:K=2:cal=minmax:round=lerp:ste=exact";

@@ -3,6 +3,8 @@
 // does, the evaluation swap works, and bad requests fail before anything is written.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -43,10 +45,22 @@ TEST(Trainer, TinyRunLearnsAndWritesItsRunDirectory) {
   // ln(256) = 5.55 nats is the uniform guess over bytes.
   EXPECT_LT(s.final_val_loss, 0.55 * std::log(256.0));
   EXPECT_GT(s.tokens_per_s, 0.0);
-  for (const char* f : {"config.json", "metrics.csv", "summary.json", "checkpoint.bin"}) {
+  for (const char* f : {"config.json", "metrics.csv", "summary.json", "checkpoint.bin",
+                        "attention.json"}) {
     EXPECT_TRUE(std::filesystem::exists(dir / ("run/" + std::string(f)))) << f;
   }
   EXPECT_NE(Slurp(dir / "run/summary.json").find("final_val_loss"), std::string::npos);
+  // Diagnostics: one entry per layer and head, fractions in [0, 1], no abstention without a sink.
+  const nlohmann::json attention = nlohmann::json::parse(Slurp(dir / "run/attention.json"));
+  ASSERT_EQ(attention.at("layers").size(), size_t(c.model.n_layer));
+  EXPECT_EQ(attention.at("layers")[0].size(), size_t(c.model.n_head));
+  for (const char* key : {"zero_frac", "first_mass", "sink_rate"}) {
+    const double value = attention.at(key).get<double>();
+    EXPECT_GE(value, 0.0) << key;
+    EXPECT_LE(value, 1.0) << key;
+  }
+  EXPECT_GT(attention.at("first_mass").get<double>(), 0.0);
+  EXPECT_TRUE(attention.at("abstention").is_null());
 }
 
 TEST(Trainer, SameSeedSameNumbers) {
