@@ -117,6 +117,21 @@ struct TileWorkspace {
   HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
   static constexpr size_t kMaxRowParams = 12;
   HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
+
+  // The score tiles of one query tile against its first `keys` keys ([keys][kTileQ], key-major),
+  // kept from a statistics pass for the weighting pass so that Q K^T is computed once. The only
+  // scratch that grows with the sequence: up to kMaxCachedKeys keys (3 MiB per thread); longer
+  // rows recompute their scores instead.
+  static constexpr size_t kMaxCachedKeys = 8192;
+  float* ScoreCache(size_t keys) {
+    if (keys > score_cache_keys) {
+      score_cache = hwy::AllocateAligned<float>(keys * kTileQ);
+      score_cache_keys = keys;
+    }
+    return score_cache.get();
+  }
+  hwy::AlignedFreeUniquePtr<float[]> score_cache;
+  size_t score_cache_keys = 0;
 };
 
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
@@ -305,20 +320,29 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     tr.BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f, row);
 
     const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
+    float* cache = nullptr;  // the statistics pass's scores, when they fit
     if constexpr (Transform::kRowStatsPass) {  // the row statistics before any weight
+      if (key_end <= TileWorkspace::kMaxCachedKeys) {
+        cache = ws.ScoreCache(hwy::RoundUpTo(key_end, kTileK));
+      }
       for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
         const size_t nk = std::min(kTileK, p.kv_len - j0);
-        MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
+        float* tile = cache != nullptr ? cache + j0 * kTileQ : scores;
+        MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {tile, kTileQ}, nk,
                       columns, dim);
         const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-        tr.ObserveTile(scores, nk, columns, j0, ws.visible, all_visible, state);
+        tr.ObserveTile(tile, nk, columns, j0, ws.visible, all_visible, state);
       }
       tr.EndObserving(state, columns);
     }
     for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
       const size_t nk = std::min(kTileK, p.kv_len - j0);
-      MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
-                    columns, dim);
+      if (cache != nullptr) {
+        scores = cache + j0 * kTileQ;
+      } else {
+        MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
+                      columns, dim);
+      }
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
       if constexpr (Transform::kSparseWeights) {
         const float* second_scores = nullptr;

@@ -386,6 +386,15 @@ TEST(KIntervalKernel, MatchesReferenceOverShapes) {
   }
 }
 
+// Rows longer than the workspace's score cache (8192 keys) recompute their scores in the
+// weighting pass instead of keeping them from the statistics pass.
+TEST(KIntervalKernel, MatchesReferenceBeyondTheScoreCache) {
+  for (bool causal : {false, true}) {
+    ExpectMatchesReference({1, 1, 1, 5, 8300, 8}, causal, Layout::kBHTD, "K=4");
+    ExpectMatchesReference({1, 1, 1, 5, 8300, 8}, causal, Layout::kBHTD, "K=16,cal=window,W=2");
+  }
+}
+
 TEST(KIntervalKernel, MatchesReferenceOnOtherLayoutsAndLengths) {
   for (bool causal : {false, true}) {
     for (const char* text : {"K=4", "K=16,cal=window,W=2", "K=4,round=nearest,ste=weight"}) {
