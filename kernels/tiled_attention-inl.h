@@ -440,14 +440,38 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
   }
 }
 
+// Adds one key tile's term elements (key-major, lanes are queries, row parameters staged) to
+// each row's sums in ws.row_a, ws.row_b, over its visible keys.
+template <class Transform>
+HWY_INLINE void AccumulateTerms(const Transform& tr, const float* scores, const float* grads,
+                                size_t nk, size_t columns, bool all_visible, TileWorkspace& ws) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+  for (size_t i = 0; i < columns; i += N) {
+    LoadRowParams<Transform>(d, ws, i, row_params);
+    const auto limit = hn::Load(d, ws.visible + i);
+    auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
+    for (size_t j = 0; j < nk; ++j) {
+      auto t1 = hn::Zero(d), t2 = hn::Zero(d);
+      tr.Terms(d, hn::LoadU(d, scores + j * kTileQ + i), hn::LoadU(d, grads + j * kTileQ + i),
+               row_params, t1, t2);
+      const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
+      sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
+      sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
+    }
+    hn::Store(sum1, d, ws.row_a + i);
+    hn::Store(sum2, d, ws.row_b + i);
+  }
+}
+
 // The terms pass: each row's sums over its visible keys of the transform's term elements,
-// which FinishTerms turns into the row's remaining parameters and extrema corrections.
+// which FinishTerms turns into the row's remaining parameters and extrema corrections. (Long
+// sequences fuse it into the query side instead: TiledBackwardQueries.)
 template <class Transform>
 void RowTermsPass(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
                   float* params, float* corrections) {
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
     const size_t row = (b * p.heads + h) * p.q_len + i0;
@@ -457,22 +481,7 @@ void RowTermsPass(const AttentionProblem& p, const BackwardArgs& args, const Tra
     QuerySideSweep(p, args, b, h, i0, nq, ws,
                    [&](const float* scores, const float* grads, size_t nk, size_t, size_t columns,
                        bool all_visible) HWY_ATTR {
-      hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-      for (size_t i = 0; i < columns; i += N) {
-        LoadRowParams<Transform>(d, ws, i, row_params);
-        const auto limit = hn::Load(d, ws.visible + i);
-        auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
-        for (size_t j = 0; j < nk; ++j) {
-          auto t1 = hn::Zero(d), t2 = hn::Zero(d);
-          tr.Terms(d, hn::LoadU(d, scores + j * kTileQ + i), hn::LoadU(d, grads + j * kTileQ + i),
-                   row_params, t1, t2);
-          const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
-          sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
-          sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
-        }
-        hn::Store(sum1, d, ws.row_a + i);
-        hn::Store(sum2, d, ws.row_b + i);
-      }
+      AccumulateTerms(tr, scores, grads, nk, columns, all_visible, ws);
     });
     for (size_t i = 0; i < nq; ++i) {
       tr.FinishTerms(row + i, ws.row_a[i], ws.row_b[i], params + (row + i) * Transform::kRowParams,
@@ -653,13 +662,41 @@ HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr, co
 }
 
 // Query side: dQ += dS K, one task per (batch, head, query tile).
+// One key tile of the query side (key-major S^T and dP^T, row parameters staged): dS in
+// place of dP, then dQ += dS K.
+template <class Transform>
+HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, const HeadRows& k,
+                               float* scores, float* grads, size_t nq, size_t nk, size_t j0,
+                               size_t columns, bool all_visible, TileWorkspace& ws, float* dq) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
+  hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+  for (size_t i = 0; i < columns; i += N) {
+    LoadRowParams<Transform>(d, ws, i, row_params);
+    const auto limit = hn::Load(d, ws.visible + i);
+    for (size_t j = 0; j < nk; ++j) {
+      auto w = hn::Zero(d), ds = hn::Zero(d);
+      tr.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
+                       hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
+      if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
+      hn::StoreU(ds, d, grads + j * kTileQ + i);
+    }
+  }
+  const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
+  MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
+               ws.range_end);
+}
+
+// Query side: dQ += dS K, one task per (batch, head, query tile). With `corrections` (a
+// transform whose dS needs row sums) the task first sums its rows' terms, keeping the S and dP
+// tiles (up to the workspace's cache), completes its rows' parameters, and then computes dS
+// from the kept tiles: the terms pass costs no extra products.
 template <class Transform>
 void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
-                          const float* params, QueryTileRecord* records = nullptr) {
+                          float* params, QueryTileRecord* records = nullptr,
+                          float* corrections = nullptr) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
     const HeadRows k = RowsOf(args.k, b, h / p.group());
@@ -692,25 +729,47 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
         tr.FinishTerms(row0 + i, ws.row_a[i], ws.row_b[i], nullptr, no_corrections);
       }
     } else {
-      QuerySideSweep(p, args, b, h, i0, nq, ws,
-                     [&](float* scores, float* grads, size_t nk, size_t j0, size_t columns,
-                         bool all_visible) HWY_ATTR {
-        hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-        for (size_t i = 0; i < columns; i += N) {
-          LoadRowParams<Transform>(d, ws, i, row_params);
-          const auto limit = hn::Load(d, ws.visible + i);
-          for (size_t j = 0; j < nk; ++j) {
-            auto w = hn::Zero(d), ds = hn::Zero(d);
-            tr.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
-                             hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
-            if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
-            hn::StoreU(ds, d, grads + j * kTileQ + i);
+      const auto dense_tile = [&](float* scores, float* grads, size_t nk, size_t j0,
+                                  size_t columns, bool all_visible) HWY_ATTR {
+        DenseQueryTile(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible, ws, dq);
+      };
+      if constexpr (Transform::kHasRowTerms) {
+        if (corrections != nullptr) {
+          const size_t key_end = KeyEnd(p, i0, nq), keys = hwy::RoundUpTo(key_end, kTileK);
+          float* kept = keys <= TileWorkspace::kMaxCachedKeys ? ws.ScoreCache(2 * keys) : nullptr;
+          std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
+          std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
+          QuerySideSweep(p, args, b, h, i0, nq, ws,
+                         [&](const float* scores, const float* grads, size_t nk, size_t j0,
+                             size_t columns, bool all_visible) HWY_ATTR {
+            AccumulateTerms(tr, scores, grads, nk, columns, all_visible, ws);
+            if (kept == nullptr) return;
+            std::copy(scores, scores + nk * kTileQ, kept + j0 * kTileQ);
+            std::copy(grads, grads + nk * kTileQ, kept + (keys + j0) * kTileQ);
+          });
+          for (size_t i = 0; i < nq; ++i) {
+            tr.FinishTerms(row0 + i, ws.row_a[i], ws.row_b[i],
+                           params + (row0 + i) * Transform::kRowParams,
+                           corrections + 2 * (row0 + i));
           }
+          StageRowParams<Transform>(params, row0, nq, ws);  // now complete
+          if (kept != nullptr) {
+            const size_t columns = QueryColumns(nq);
+            for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+              const size_t nk = std::min(kTileK, p.kv_len - j0);
+              const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+              dense_tile(kept + j0 * kTileQ, kept + (keys + j0) * kTileQ, nk, j0, columns,
+                         all_visible);
+            }
+          } else {
+            QuerySideSweep(p, args, b, h, i0, nq, ws, dense_tile);
+          }
+          StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
+                    size_t(args.dq.strides.token));
+          return;
         }
-        const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
-        MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim,
-                     ws.range_begin, ws.range_end);
-      });
+      }
+      QuerySideSweep(p, args, b, h, i0, nq, ws, dense_tile);
     }
     StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
               size_t(args.dq.strides.token));
@@ -909,7 +968,8 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
   if constexpr (Transform::kHasRowTerms && !Transform::kSparseWeights) {
     if (tr.NeedsRowTerms()) {
       corrections.assign(2 * rows, 0.0f);
-      RowTermsPass(p, args, tr, params.data(), corrections.data());
+      // Long sequences sum the terms inside the query side (TiledBackwardQueries).
+      if (FitsOneTile(p)) RowTermsPass(p, args, tr, params.data(), corrections.data());
     }
   }
   // Sparse transforms take the two passes at every length: their query side gathers the row
@@ -921,7 +981,8 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
   } else if (FitsOneTile(p)) {
     WholeHeadBackward(p, args, tr, params.data());
   } else {
-    TiledBackwardQueries(p, args, tr, params.data());
+    TiledBackwardQueries(p, args, tr, params.data(), nullptr,
+                         corrections.empty() ? nullptr : corrections.data());
     TiledBackwardKeys(p, args, tr, params.data());
   }
   if constexpr (Transform::kHasRowTerms && !Transform::kSparseWeights) {

@@ -386,14 +386,6 @@ TEST(KIntervalKernel, MatchesReferenceOverShapes) {
   }
 }
 
-// Rows longer than the workspace's score cache (8192 keys) recompute their scores in the
-// weighting pass instead of keeping them from the statistics pass.
-TEST(KIntervalKernel, MatchesReferenceBeyondTheScoreCache) {
-  for (bool causal : {false, true}) {
-    ExpectMatchesReference({1, 1, 1, 5, 8300, 8}, causal, Layout::kBHTD, "K=4");
-    ExpectMatchesReference({1, 1, 1, 5, 8300, 8}, causal, Layout::kBHTD, "K=16,cal=window,W=2");
-  }
-}
 
 TEST(KIntervalKernel, MatchesReferenceOnOtherLayoutsAndLengths) {
   for (bool causal : {false, true}) {
@@ -498,6 +490,17 @@ TEST(KIntervalKernel, BackwardMatchesReference) {
 }
 
 // The same bits for 1 and 3 threads, forward and backward (fixed tiles, one writer per row).
+// Rows longer than the workspace's score cache (8192 keys) recompute their scores: in the
+// forward's weighting pass, and in the backward's query side after its terms.
+TEST(KIntervalKernel, MatchesReferenceBeyondTheScoreCache) {
+  for (bool causal : {false, true}) {
+    for (const char* text : {"K=4", "K=16,cal=window,W=2", "K=4,ste=prob"}) {  // lerp: no flips
+      ExpectMatchesReference({1, 1, 1, 5, 8300, 8}, causal, Layout::kBHTD, text);
+      ExpectBackwardMatchesReference({1, 1, 1, 5, 8300, 8}, causal, Layout::kBHTD, text);
+    }
+  }
+}
+
 TEST(KIntervalKernel, ResultsDoNotDependOnTheThreadCount) {
   AttentionCase c({2, 4, 2, 150, 150, 32}, true, SinkMode::kNone, Layout::kBHTD);
   const KIntervalOptions kint = Options("K=4");
