@@ -106,16 +106,29 @@ void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& opt
   }
 }
 
-// Dense [batch, heads, tokens, head_dim] rows x / max(||x||, 1e-12) of a strided view (§3).
+// The calling thread's scratch buffer `slot` of at least n floats, kept between calls so that
+// repeated calls of one shape neither allocate nor fault pages in. Not initialised: every user
+// writes all of it.
+enum ScratchSlot { kKeys0, kKeys1, kQueryHat, kKeyHat, kQueryGrad, kKeyGrad, kSecondDv, kSlots };
+float* Scratch(ScratchSlot slot, size_t n) {
+  thread_local std::vector<float> buffers[kSlots];
+  std::vector<float>& buffer = buffers[slot];
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// Dense [batch, heads, tokens, head_dim] rows x / max(||x||, 1e-12) of a strided view (§3),
+// in a scratch slot.
 struct NormalisedRows {
-  std::vector<float> data;
+  const float* data = nullptr;
   ConstTensor view;
 };
 NormalisedRows Normalise(const ConstTensor& x, int64_t batch, int64_t heads, int64_t tokens,
-                         int64_t dim) {
+                         int64_t dim, ScratchSlot slot) {
   NormalisedRows out;
-  out.data.resize(size_t(batch * heads * tokens * dim));
-  out.view = {out.data.data(), ContiguousBHTD(heads, tokens, dim)};
+  float* data = Scratch(slot, size_t(batch * heads * tokens * dim));
+  out.data = data;
+  out.view = {data, ContiguousBHTD(heads, tokens, dim)};
   const size_t rows = size_t(batch * heads * tokens);
   tbb::parallel_for(tbb::blocked_range<size_t>(0, rows, 256), [&](const auto& range) {
     for (size_t r = range.begin(); r != range.end(); ++r) {
@@ -125,7 +138,7 @@ NormalisedRows Normalise(const ConstTensor& x, int64_t batch, int64_t heads, int
       double sum = 0.0;
       for (int64_t c = 0; c < dim; ++c) sum += double(row[c]) * row[c];
       const double inverse = 1.0 / std::max(std::sqrt(sum), 1e-12);
-      float* dst = out.data.data() + r * size_t(dim);
+      float* dst = data + r * size_t(dim);
       for (int64_t c = 0; c < dim; ++c) dst[c] = float(row[c] * inverse);
     }
   });
@@ -134,7 +147,7 @@ NormalisedRows Normalise(const ConstTensor& x, int64_t batch, int64_t heads, int
 
 // The L2 normalisation's backward (§3): out = (g - x^ (x^ . g)) / max(||x||, 1e-12) per row, g
 // the dense gradient with respect to x^ and x the strided original.
-void NormaliseBackward(const ConstTensor& x, const NormalisedRows& hat, const std::vector<float>& g,
+void NormaliseBackward(const ConstTensor& x, const NormalisedRows& hat, const float* g,
                        const Tensor& out, int64_t batch, int64_t heads, int64_t tokens,
                        int64_t dim) {
   const size_t rows = size_t(batch * heads * tokens);
@@ -143,8 +156,8 @@ void NormaliseBackward(const ConstTensor& x, const NormalisedRows& hat, const st
       const int64_t b = int64_t(r) / (heads * tokens), h = int64_t(r) / tokens % heads,
                     t = int64_t(r) % tokens;
       const float* row = x.data + b * x.strides.batch + h * x.strides.head + t * x.strides.token;
-      const float* h_row = hat.data.data() + r * size_t(dim);
-      const float* g_row = g.data() + r * size_t(dim);
+      const float* h_row = hat.data + r * size_t(dim);
+      const float* g_row = g + r * size_t(dim);
       double sum = 0.0, along = 0.0;
       for (int64_t c = 0; c < dim; ++c) {
         sum += double(row[c]) * row[c];
@@ -199,10 +212,10 @@ void ThresholdForward(const AttentionShape& shape, const AttentionOptions& optio
       return;
     }
     ThresholdForwardArgs normalised = args;
-    NormalisedRows keys[2];
     for (int t = 0; t < threshold.views; ++t) {
-      keys[t] = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim);
-      normalised.k[t] = keys[t].view;
+      normalised.k[t] = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len,
+                                  shape.head_dim, t == 0 ? kKeys0 : kKeys1)
+                            .view;
     }
     HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, normalised);
   });
@@ -228,15 +241,18 @@ void CheckBackwardTensors(const AttentionShape& shape, const ThresholdOptions& t
   }
 }
 
-// out += dense, over a K-shaped strided tensor.
-void AddInto(const std::vector<float>& dense, const Tensor& out, const AttentionShape& shape) {
+// out += dense ([batch, kv_heads, kv_len, head_dim]), over a K-shaped strided tensor.
+void AddInto(const float* dense, const Tensor& out, const AttentionShape& shape) {
   const size_t dim = size_t(shape.head_dim);
-  for (size_t r = 0; r < dense.size() / dim; ++r) {
-    const int64_t b = int64_t(r) / (shape.kv_heads * shape.kv_len);
-    const int64_t h = int64_t(r) / shape.kv_len % shape.kv_heads, j = int64_t(r) % shape.kv_len;
-    float* dst = out.data + b * out.strides.batch + h * out.strides.head + j * out.strides.token;
-    for (size_t c = 0; c < dim; ++c) dst[c] += dense[r * dim + c];
-  }
+  const size_t rows = size_t(shape.batch * shape.kv_heads * shape.kv_len);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, rows, 256), [&](const auto& range) {
+    for (size_t r = range.begin(); r != range.end(); ++r) {
+      const int64_t b = int64_t(r) / (shape.kv_heads * shape.kv_len);
+      const int64_t h = int64_t(r) / shape.kv_len % shape.kv_heads, j = int64_t(r) % shape.kv_len;
+      float* dst = out.data + b * out.strides.batch + h * out.strides.head + j * out.strides.token;
+      for (size_t c = 0; c < dim; ++c) dst[c] += dense[r * dim + c];
+    }
+  });
 }
 
 // d lambda_param_h = -[0 <= lambda_param_h <= 1] * (sum over the head's rows of sum_j a2 dP).
@@ -280,7 +296,7 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
   RunWithThreads(options.threads, [&] {
     std::vector<float> row_ds(args.d_beta != nullptr ? size_t(threshold.views) * rows : 0);
     std::vector<float> row_a_dp(threshold.views == 2 ? rows : 0);
-    std::vector<float> second_dv(threshold.views == 2 ? kv_size : 0);
+    float* second_dv = threshold.views == 2 ? Scratch(kSecondDv, kv_size) : nullptr;
     for (int t = 0; t < threshold.views; ++t) {
       // View t on the skeleton: its (normalised) Q and K; dV of view 2 apart, added below.
       BackwardArgs a;
@@ -291,18 +307,20 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
       a.d_o = args.d_o;
       a.dq = args.dq[t];
       a.dk = args.dk[t];
-      a.dv = t == 0 ? args.dv : Tensor{second_dv.data(), kv_dense};
+      a.dv = t == 0 ? args.dv : Tensor{second_dv, kv_dense};
       NormalisedRows q_hat, k_hat;
-      std::vector<float> dq_hat, dk_hat;
-      if (threshold.l2_normalize) {
-        q_hat = Normalise(args.q[t], shape.batch, shape.heads, shape.q_len, shape.head_dim);
-        k_hat = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim);
-        dq_hat.resize(rows * size_t(shape.head_dim));
-        dk_hat.resize(kv_size);
+      float *dq_hat = nullptr, *dk_hat = nullptr;
+      if (threshold.l2_normalize) {  // the views reuse the scratch one after the other
+        q_hat = Normalise(args.q[t], shape.batch, shape.heads, shape.q_len, shape.head_dim,
+                          kQueryHat);
+        k_hat = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim,
+                          kKeyHat);
+        dq_hat = Scratch(kQueryGrad, rows * size_t(shape.head_dim));
+        dk_hat = Scratch(kKeyGrad, kv_size);
         a.q = q_hat.view;
         a.k = k_hat.view;
-        a.dq = {dq_hat.data(), q_dense};
-        a.dk = {dk_hat.data(), kv_dense};
+        a.dq = {dq_hat, q_dense};
+        a.dk = {dk_hat, kv_dense};
       }
       HWY_DYNAMIC_DISPATCH(ThresholdBackwardTiled)(
           problem, call, t, a, row_ds.empty() ? nullptr : row_ds.data() + size_t(t) * rows,
