@@ -1,0 +1,87 @@
+// Vector codecs of the low-precision formats: the same rounding as the scalar ones in
+// format.cc (round to nearest even, saturation, NaN), lane by lane on int32 codes, so that
+// kernels can convert operands in registers.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_QUANT_CODEC_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_QUANT_CODEC_INL_H_
+#undef LPATTN_QUANT_CODEC_INL_H_
+#else
+#define LPATTN_QUANT_CODEC_INL_H_
+#endif
+
+#include <stdint.h>
+
+#include "hwy/highway.h"
+#include "quant/minifloat.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace quant {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The codes of x in format kF (sign at bit kF.bits - 1), one per int32 lane. Normal results
+// round fp32's bit pattern; subnormal ones (formats narrower than fp32's exponent range) are
+// an exact power-of-two scaling rounded to an integer.
+template <MiniFloat kF, class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeMiniFloat(DF df, hn::Vec<DF> x) {
+  const hn::RebindToSigned<DF> di;
+  const hn::RebindToUnsigned<DF> du;
+  constexpr int kShift = 23 - kF.mantissa_bits;
+  const auto bits = hn::BitCast(di, x);
+  const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const auto sign =
+      hn::BitCast(di, hn::ShiftRight<32 - kF.bits>(hn::BitCast(du, hn::AndNot(abs, bits))));
+  const auto lsb = hn::And(hn::ShiftRight<kShift>(abs), hn::Set(di, 1));
+  const auto rounded = hn::Add(hn::Add(abs, hn::Set(di, (1 << (kShift - 1)) - 1)), lsb);
+  auto code = hn::Sub(hn::ShiftRight<kShift>(rounded), hn::Set(di, int32_t(kF.Rebias())));
+  if constexpr (kF.bias != 127) {
+    const auto scaled = hn::Mul(hn::BitCast(df, abs), hn::Set(df, Pow2(-kF.SubnormalExp())));
+    const auto subnormal = hn::Lt(abs, hn::Set(di, int32_t(kF.MinNormalBits())));
+    code = hn::IfThenElse(subnormal, hn::ConvertTo(di, hn::Round(scaled)), code);
+  }
+  const auto overflow = hn::Gt(code, hn::Set(di, int32_t(kF.max_code)));
+  code = hn::IfThenElse(overflow, hn::Set(di, int32_t(kF.saturating ? kF.max_code : kF.inf_code)),
+                        code);
+  code = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7F800000)), hn::Set(di, int32_t(kF.nan_code)),
+                        code);
+  return hn::Or(code, sign);
+}
+
+// The values of codes in format kF (int32 lanes) as floats.
+template <MiniFloat kF, class DF>
+HWY_INLINE hn::Vec<DF> DecodeMiniFloat(DF df, hn::Vec<hn::RebindToSigned<DF>> code) {
+  const hn::RebindToSigned<DF> di;
+  constexpr int kShift = 23 - kF.mantissa_bits;
+  const auto sign = hn::ShiftLeft<32 - kF.bits>(hn::And(code, hn::Set(di, 1 << (kF.bits - 1))));
+  const auto mag = hn::And(code, hn::Set(di, (1 << (kF.bits - 1)) - 1));
+  auto bits = hn::Add(hn::ShiftLeft<kShift>(mag), hn::Set(di, int32_t(kF.Rebias() << kShift)));
+  if constexpr (kF.bias != 127) {  // bf16 shares fp32's exponent: its bits are fp32's top half
+    const auto subnormal = hn::Lt(mag, hn::Set(di, 1 << kF.mantissa_bits));
+    const auto small = hn::Mul(hn::ConvertTo(df, mag), hn::Set(df, Pow2(kF.SubnormalExp())));
+    bits = hn::IfThenElse(subnormal, hn::BitCast(di, small), bits);
+    const int32_t inf_or_nan = kF.inf_code != 0 ? 0x7F800000 : 0x7FC00000;
+    const auto special = hn::IfThenElse(hn::Eq(mag, hn::Set(di, int32_t(kF.inf_code))),
+                                        hn::Set(di, inf_or_nan), hn::Set(di, 0x7FC00000));
+    bits = hn::IfThenElse(hn::Gt(mag, hn::Set(di, int32_t(kF.max_code))), special, bits);
+  }
+  return hn::BitCast(df, hn::Or(bits, sign));
+}
+
+// int8 codes of x: round to nearest even, clamped to [-127, 127]; NaN gives 0.
+template <class DF>
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeInt8Lanes(DF df, hn::Vec<DF> x) {
+  const hn::RebindToSigned<DF> di;
+  const auto finite = hn::IfThenZeroElse(hn::IsNaN(x), x);
+  const auto clamped = hn::Min(hn::Max(finite, hn::Set(df, -127.0f)), hn::Set(df, 127.0f));
+  return hn::ConvertTo(di, hn::Round(clamped));
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace quant
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,182 @@
+// Row codecs (codec.h): per-target loops over the vector codecs of codec-inl.h, with the
+// scalar codecs of format.cc for the tail that does not fill a vector.
+#include "quant/codec.h"
+
+#include <cstdint>
+#include <cstring>
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "quant/codec.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "quant/codec-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace quant {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+
+// One format's vector and scalar codec and its code storage. Code is the stored type.
+template <Format kFormat> struct Codec;
+
+template <MiniFloat kF, class CodeT, auto kEncodeScalar, auto kDecodeScalar>
+struct MiniFloatCodec {
+  using Code = CodeT;
+  static hn::Vec<DI> Encode(hn::Vec<DF> x) { return EncodeMiniFloat<kF>(DF(), x); }
+  static hn::Vec<DF> Decode(hn::Vec<DI> code) { return DecodeMiniFloat<kF>(DF(), code); }
+  static Code EncodeScalar(float x) { return kEncodeScalar(x); }
+  static float DecodeScalar(Code c) { return kDecodeScalar(c); }
+};
+template <> struct Codec<Format::kBf16>
+    : MiniFloatCodec<kBf16Layout, uint16_t, EncodeBf16, DecodeBf16> {};
+template <> struct Codec<Format::kFp16>
+    : MiniFloatCodec<kFp16Layout, uint16_t, EncodeFp16, DecodeFp16> {};
+template <> struct Codec<Format::kFp8E4M3>
+    : MiniFloatCodec<kE4M3Layout, uint8_t, EncodeE4M3, DecodeE4M3> {};
+template <> struct Codec<Format::kFp8E5M2>
+    : MiniFloatCodec<kE5M2Layout, uint8_t, EncodeE5M2, DecodeE5M2> {};
+template <> struct Codec<Format::kInt8> {
+  using Code = int8_t;
+  static hn::Vec<DI> Encode(hn::Vec<DF> x) { return EncodeInt8Lanes(DF(), x); }
+  static hn::Vec<DF> Decode(hn::Vec<DI> code) { return hn::ConvertTo(DF(), code); }
+  static Code EncodeScalar(float x) { return EncodeInt8(x); }
+  static float DecodeScalar(Code c) { return DecodeInt8(c); }
+};
+
+template <Format kFormat>
+void EncodeRowT(const float* x, float scale, void* codes_out, size_t n) {
+  using C = Codec<kFormat>;
+  using Code = typename C::Code;
+  const DF df;
+  const hn::Rebind<Code, DI> dc;
+  const size_t N = hn::Lanes(df);
+  Code* codes = static_cast<Code*>(codes_out);
+  const auto vscale = hn::Set(df, scale);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto code = C::Encode(hn::Div(hn::LoadU(df, x + i), vscale));
+    hn::StoreU(hn::DemoteTo(dc, code), dc, codes + i);
+  }
+  for (; i < n; ++i) codes[i] = C::EncodeScalar(x[i] / scale);
+}
+
+template <Format kFormat>
+void DecodeRowT(const void* codes_in, float scale, float* out, size_t n) {
+  using C = Codec<kFormat>;
+  using Code = typename C::Code;
+  const DF df;
+  const DI di;
+  const hn::Rebind<Code, DI> dc;
+  const size_t N = hn::Lanes(df);
+  const Code* codes = static_cast<const Code*>(codes_in);
+  const auto vscale = hn::Set(df, scale);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto code = hn::PromoteTo(di, hn::LoadU(dc, codes + i));
+    hn::StoreU(hn::Mul(C::Decode(code), vscale), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = C::DecodeScalar(codes[i]) * scale;
+}
+
+// scales: one per element (kPerElement) or scales[0] for all.
+template <Format kFormat, bool kPerElement>
+void RoundTripRowT(const float* x, const float* scales, float* out, size_t n) {
+  using C = Codec<kFormat>;
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto vscale = kPerElement ? hn::LoadU(df, scales + i) : hn::Set(df, scales[0]);
+    const auto code = C::Encode(hn::Div(hn::LoadU(df, x + i), vscale));
+    hn::StoreU(hn::Mul(C::Decode(code), vscale), df, out + i);
+  }
+  for (; i < n; ++i) {
+    const float scale = scales[kPerElement ? i : 0];
+    out[i] = C::DecodeScalar(C::EncodeScalar(x[i] / scale)) * scale;
+  }
+}
+
+// Calls fn.template operator()<kFormat>() for a format other than fp32.
+template <class Fn>
+void WithFormat(Format format, const Fn& fn) {
+  switch (format) {
+    case Format::kBf16: return fn.template operator()<Format::kBf16>();
+    case Format::kFp16: return fn.template operator()<Format::kFp16>();
+    case Format::kFp8E4M3: return fn.template operator()<Format::kFp8E4M3>();
+    case Format::kFp8E5M2: return fn.template operator()<Format::kFp8E5M2>();
+    case Format::kInt8: return fn.template operator()<Format::kInt8>();
+    case Format::kFp32: return;
+  }
+}
+
+void EncodeRowTarget(Format format, const float* x, float scale, void* codes, size_t n) {
+  WithFormat(format, [&]<Format kFormat>() { EncodeRowT<kFormat>(x, scale, codes, n); });
+}
+void DecodeRowTarget(Format format, const void* codes, float scale, float* out, size_t n) {
+  WithFormat(format, [&]<Format kFormat>() { DecodeRowT<kFormat>(codes, scale, out, n); });
+}
+void RoundTripRowTarget(Format format, const float* x, float scale, float* out, size_t n) {
+  WithFormat(format, [&]<Format kFormat>() { RoundTripRowT<kFormat, false>(x, &scale, out, n); });
+}
+void RoundTripRowScalesTarget(Format format, const float* x, const float* scales, float* out,
+                              size_t n) {
+  WithFormat(format, [&]<Format kFormat>() { RoundTripRowT<kFormat, true>(x, scales, out, n); });
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace quant
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lpattn::quant {
+
+HWY_EXPORT(EncodeRowTarget);
+HWY_EXPORT(DecodeRowTarget);
+HWY_EXPORT(RoundTripRowTarget);
+HWY_EXPORT(RoundTripRowScalesTarget);
+
+// fp32 "codes" are the floats themselves, scaled like the other formats.
+void EncodeRow(Format format, const float* x, float scale, void* codes, size_t n) {
+  if (format == Format::kFp32) {
+    float* out = static_cast<float*>(codes);
+    for (size_t i = 0; i < n; ++i) out[i] = x[i] / scale;
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(EncodeRowTarget)(format, x, scale, codes, n);
+}
+
+void DecodeRow(Format format, const void* codes, float scale, float* out, size_t n) {
+  if (format == Format::kFp32) {
+    const float* in = static_cast<const float*>(codes);
+    for (size_t i = 0; i < n; ++i) out[i] = in[i] * scale;
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(DecodeRowTarget)(format, codes, scale, out, n);
+}
+
+void RoundTripRow(Format format, const float* x, float scale, float* out, size_t n) {
+  if (format == Format::kFp32) {
+    if (out != x) std::memmove(out, x, n * sizeof(float));
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(RoundTripRowTarget)(format, x, scale, out, n);
+}
+
+void RoundTripRowScales(Format format, const float* x, const float* scales, float* out,
+                        size_t n) {
+  if (format == Format::kFp32) {
+    if (out != x) std::memmove(out, x, n * sizeof(float));
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(RoundTripRowScalesTarget)(format, x, scales, out, n);
+}
+
+}  // namespace lpattn::quant
+#endif  // HWY_ONCE

@@ -1,0 +1,24 @@
+// Rows of values to and from a low-precision format, vectorised (Highway, dispatched once per
+// call) and bit-identical to the scalar codecs of format.h. Codes take FormatBytes(format)
+// bytes each; `scale` divides before encoding and multiplies after decoding (1 for casts).
+#ifndef LPATTN_QUANT_CODEC_H_
+#define LPATTN_QUANT_CODEC_H_
+
+#include <cstddef>
+
+#include "quant/format.h"
+
+namespace lpattn::quant {
+
+// codes[i] = encode(x[i] / scale).
+void EncodeRow(Format format, const float* x, float scale, void* codes, size_t n);
+// out[i] = decode(codes[i]) * scale.
+void DecodeRow(Format format, const void* codes, float scale, float* out, size_t n);
+// out[i] = decode(encode(x[i] / scale)) * scale: quantize then dequantize (x == out allowed).
+void RoundTripRow(Format format, const float* x, float scale, float* out, size_t n);
+// The same with a scale per element (per-channel quantizers): scales[i] for x[i].
+void RoundTripRowScales(Format format, const float* x, const float* scales, float* out, size_t n);
+
+}  // namespace lpattn::quant
+
+#endif  // LPATTN_QUANT_CODEC_H_

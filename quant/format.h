@@ -1,0 +1,59 @@
+// Number formats of low-precision operands (spec/kernels.md §4) and their scalar codecs.
+//
+// Every floating-point format here is a "minifloat": sign, e exponent bits, m mantissa bits,
+// subnormals. They differ in what happens past the largest finite value:
+//   bf16, fp16   IEEE: round to nearest even, overflow to +-inf, NaN kept (quiet).
+//   fp8 e4m3     OCP "FN": no infinity; round to nearest even, saturating at +-448 (inf too);
+//                NaN kept as S.1111.111.
+//   fp8 e5m2     round to nearest even, saturating at +-57344 (inf too); NaN kept as S.11111.11.
+//   int8         symmetric: round(x) to nearest even, clamped to [-127, 127]; -128 unused. NaN
+//                has no code (it encodes as 0), so the quantizers reject it before encoding.
+// The scale that maps a tensor into a format's range belongs to the quantizer (quantizer.h):
+// the codecs here see values already divided by it.
+#ifndef LPATTN_QUANT_FORMAT_H_
+#define LPATTN_QUANT_FORMAT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace lpattn::quant {
+
+enum class Format : uint8_t { kFp32, kBf16, kFp16, kFp8E4M3, kFp8E5M2, kInt8 };
+
+inline constexpr Format kAllFormats[] = {Format::kFp32,    Format::kBf16,    Format::kFp16,
+                                         Format::kFp8E4M3, Format::kFp8E5M2, Format::kInt8};
+
+// Names as written in options: fp32, bf16, fp16, fp8e4m3, fp8e5m2, int8.
+const char* FormatName(Format format);
+std::optional<Format> ParseFormat(std::string_view name);
+// "fp32, bf16, ..." for error messages.
+std::string FormatNames();
+
+// Bytes per stored element.
+int FormatBytes(Format format);
+// The largest finite magnitude: what a scaled quantizer maps a group's absolute maximum to.
+float FormatMax(Format format);
+// Formats whose quantizers compute a scale per group (fp8 and int8: their range is narrow).
+// bf16 and fp16 are plain casts with scale 1.
+bool FormatIsScaled(Format format);
+
+// Scalar codecs. Codes of the 8-bit formats are bytes (int8 as its two's-complement byte).
+uint16_t EncodeBf16(float x);
+float DecodeBf16(uint16_t code);
+uint16_t EncodeFp16(float x);
+float DecodeFp16(uint16_t code);
+uint8_t EncodeE4M3(float x);
+float DecodeE4M3(uint8_t code);
+uint8_t EncodeE5M2(float x);
+float DecodeE5M2(uint8_t code);
+int8_t EncodeInt8(float x);
+inline float DecodeInt8(int8_t code) { return float(code); }
+
+// Encode then decode: x rounded to the nearest value of `format` (x itself for fp32).
+float RoundToFormat(Format format, float x);
+
+}  // namespace lpattn::quant
+
+#endif  // LPATTN_QUANT_FORMAT_H_

@@ -1,0 +1,171 @@
+// Quantizers (quantizer.h): group scales, K smoothing and the simulation path.
+#include "quant/quantizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "quant/codec.h"
+#include "tbb/parallel_for.h"
+
+namespace lpattn::quant {
+
+const char* GranularityName(Granularity granularity) {
+  switch (granularity) {
+    case Granularity::kTensor: return "tensor";
+    case Granularity::kToken: return "token";
+    case Granularity::kBlock: return "block";
+    case Granularity::kChannel: return "channel";
+  }
+  return "?";
+}
+
+std::optional<Granularity> ParseGranularity(std::string_view name) {
+  for (Granularity g : {Granularity::kTensor, Granularity::kToken, Granularity::kBlock,
+                        Granularity::kChannel}) {
+    if (name == GranularityName(g)) return g;
+  }
+  return std::nullopt;
+}
+
+void ValidateSpec(const QuantSpec& spec, const char* what) {
+  if (spec.granularity == Granularity::kBlock && spec.block < 1) {
+    throw std::invalid_argument(std::string(what) + ": block size must be >= 1, got " +
+                                std::to_string(spec.block));
+  }
+}
+
+namespace {
+
+// The tensor's (batch, head) slices, each with its groups' largest magnitudes.
+struct Slices {
+  const QuantSpec& spec;
+  const TensorView& x;
+  int64_t GroupsPerSlice() const {
+    switch (spec.granularity) {
+      case Granularity::kTensor: return 1;
+      case Granularity::kToken: return x.tokens;
+      case Granularity::kBlock: return (x.tokens + spec.block - 1) / spec.block;
+      case Granularity::kChannel: return x.dim;
+    }
+    return 1;
+  }
+  int64_t Count() const { return x.batch * x.heads; }
+  const float* Row(int64_t slice, int64_t t) const {
+    return x.data + (slice / x.heads) * x.batch_stride + (slice % x.heads) * x.head_stride +
+           t * x.token_stride;
+  }
+};
+
+// Each channel's mean over the tokens of every slice: [slices * dim].
+std::vector<float> ChannelMeans(const Slices& s) {
+  const int64_t dim = s.x.dim;
+  std::vector<float> mean(size_t(s.Count() * dim));
+  tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
+    std::vector<double> sum(size_t(dim), 0.0);
+    for (int64_t t = 0; t < s.x.tokens; ++t) {
+      const float* row = s.Row(slice, t);
+      for (int64_t c = 0; c < dim; ++c) sum[size_t(c)] += row[c];
+    }
+    for (int64_t c = 0; c < dim; ++c) {
+      mean[size_t(slice * dim + c)] = float(sum[size_t(c)] / double(s.x.tokens));
+    }
+  });
+  return mean;
+}
+
+[[noreturn]] void RejectValue(const char* what, const Slices& s, int64_t slice, int64_t t,
+                              int64_t c) {
+  throw std::invalid_argument(
+      std::string(what) + ": non-finite value at [batch " + std::to_string(slice / s.x.heads) +
+      ", head " + std::to_string(slice % s.x.heads) + ", token " + std::to_string(t) +
+      ", channel " + std::to_string(c) + "] cannot be given a " + FormatName(s.spec.format) +
+      " scale");
+}
+
+// Largest magnitude of each group of each slice ([slices * groups]), of the centred values.
+std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, const char* what) {
+  const int64_t groups = s.GroupsPerSlice(), dim = s.x.dim;
+  std::vector<float> amax(size_t(s.Count() * groups), 0.0f);
+  tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
+    float* slice_max = amax.data() + slice * groups;
+    const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
+    for (int64_t t = 0; t < s.x.tokens; ++t) {
+      const float* row = s.Row(slice, t);
+      for (int64_t c = 0; c < dim; ++c) {
+        const float v = std::fabs(slice_mean ? row[c] - slice_mean[c] : row[c]);
+        if (!std::isfinite(v)) RejectValue(what, s, slice, t, c);
+        int64_t g = 0;
+        if (s.spec.granularity == Granularity::kToken) g = t;
+        if (s.spec.granularity == Granularity::kBlock) g = t / s.spec.block;
+        if (s.spec.granularity == Granularity::kChannel) g = c;
+        slice_max[g] = std::max(slice_max[g], v);
+      }
+    }
+  });
+  if (s.spec.granularity == Granularity::kTensor) {  // one group across all slices
+    const float all = *std::max_element(amax.begin(), amax.end());
+    std::fill(amax.begin(), amax.end(), all);
+  }
+  return amax;
+}
+
+// amax / FormatMax, with 1 for an all-zero group (its codes are 0 whatever the scale).
+std::vector<float> GroupScales(const QuantSpec& spec, std::vector<float> amax, const char* what) {
+  const float format_max = FormatMax(spec.format);
+  for (float& a : amax) {
+    const float scale = a / format_max;
+    if (a > 0.0f && scale == 0.0f) {
+      throw std::invalid_argument(std::string(what) + ": a group's largest magnitude (" +
+                                  std::to_string(a) + ") gives a " + FormatName(spec.format) +
+                                  " scale that underflows to zero");
+    }
+    a = a > 0.0f ? scale : 1.0f;
+  }
+  return amax;
+}
+
+}  // namespace
+
+void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, const char* what) {
+  ValidateSpec(spec, what);
+  const Slices s{spec, x};
+  const int64_t dim = x.dim, groups = s.GroupsPerSlice();
+  const std::vector<float> mean = spec.smooth ? ChannelMeans(s) : std::vector<float>();
+  std::vector<float> scales(size_t(s.Count() * groups), 1.0f);
+  if (FormatIsScaled(spec.format)) scales = GroupScales(spec, GroupMaxima(s, mean, what), what);
+
+  tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
+    const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
+    const float* slice_scales = scales.data() + slice * groups;
+    for (int64_t t = 0; t < x.tokens; ++t) {
+      const float* row = s.Row(slice, t);
+      float* dst = out + (slice * x.tokens + t) * dim;
+      if (slice_mean) {
+        for (int64_t c = 0; c < dim; ++c) dst[c] = row[c] - slice_mean[c];
+        row = dst;
+      }
+      switch (spec.granularity) {
+        case Granularity::kChannel:
+          RoundTripRowScales(spec.format, row, slice_scales, dst, size_t(dim));
+          break;
+        case Granularity::kTensor:
+          RoundTripRow(spec.format, row, slice_scales[0], dst, size_t(dim));
+          break;
+        case Granularity::kToken:
+          RoundTripRow(spec.format, row, slice_scales[t], dst, size_t(dim));
+          break;
+        case Granularity::kBlock:
+          RoundTripRow(spec.format, row, slice_scales[t / spec.block], dst, size_t(dim));
+          break;
+      }
+      if (slice_mean) {
+        for (int64_t c = 0; c < dim; ++c) dst[c] += slice_mean[c];
+      }
+    }
+  });
+}
+
+}  // namespace lpattn::quant
