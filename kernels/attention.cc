@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_problem.h"
+#include "kernels/simulated_operands.h"
 #include "kernels/validate.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -58,16 +59,20 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
                   const ForwardArgs& args) {
   ValidateForward(shape, options, args);
   const AttentionProblem problem = MakeProblem(shape, options);
-  RunWithThreads(options.threads,
-                 [&] { HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, args); });
+  RunWithThreads(options.threads, [&] {
+    SimulatedOperands operands(shape, options.precision);
+    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, operands.Substitute(args));
+  });
 }
 
 void ExactBackward(const AttentionShape& shape, const AttentionOptions& options,
                    const BackwardArgs& args) {
   ValidateBackward(shape, options, args);
   const AttentionProblem problem = MakeProblem(shape, options);
-  RunWithThreads(options.threads,
-                 [&] { HWY_DYNAMIC_DISPATCH(ExactBackwardTiled)(problem, args); });
+  RunWithThreads(options.threads, [&] {
+    SimulatedOperands operands(shape, options.precision);
+    HWY_DYNAMIC_DISPATCH(ExactBackwardTiled)(problem, operands.Substitute(args));
+  });
 }
 
 }  // namespace lpattn

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/precision.h"
+
 namespace lpattn {
 
 inline constexpr int64_t kMaxHeadDim = 256;
@@ -62,6 +64,8 @@ struct AttentionOptions {
   const float* sink_logits = nullptr;
   // 0: run in the caller's TBB arena (all its threads); n > 0: in a private arena of n threads.
   int threads = 0;
+  // §4: formats of the Q K^T and P V operands (default fp32: no quantization).
+  Precision precision;
 };
 
 // Forward outputs: O with Q's shape, and lse = m + log Z per row, a dense [batch, heads, q_len]

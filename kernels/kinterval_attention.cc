@@ -5,6 +5,7 @@
 
 #include "kernels/attention_problem.h"
 #include "kernels/kinterval.h"
+#include "kernels/simulated_operands.h"
 #include "kernels/validate.h"
 
 #ifndef LPATTN_KERNELS_KINTERVAL_ATTENTION_ONCE_
@@ -97,8 +98,10 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
   CheckSaved(args.saved);
   ValidateForward(shape, options, ForwardArgs{args.q, args.k, args.v, args.o, args.saved.m});
   const AttentionProblem problem = MakeProblem(shape, options);
-  RunWithThreads(options.threads,
-                 [&] { HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(problem, kint, args); });
+  RunWithThreads(options.threads, [&] {
+    SimulatedOperands operands(shape, options.precision);
+    HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(problem, kint, operands.Substitute(args));
+  });
 }
 
 void KIntervalBackward(const AttentionShape& shape, const AttentionOptions& options,
@@ -107,8 +110,10 @@ void KIntervalBackward(const AttentionShape& shape, const AttentionOptions& opti
   CheckSaved(args.saved);
   ValidateBackward(shape, options, ToBackwardArgs(args));
   const AttentionProblem problem = MakeProblem(shape, options);
-  RunWithThreads(options.threads,
-                 [&] { HWY_DYNAMIC_DISPATCH(KIntervalBackwardTiled)(problem, kint, args); });
+  RunWithThreads(options.threads, [&] {
+    SimulatedOperands operands(shape, options.precision);
+    HWY_DYNAMIC_DISPATCH(KIntervalBackwardTiled)(problem, kint, operands.Substitute(args));
+  });
 }
 
 }  // namespace lpattn

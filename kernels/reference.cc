@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "quant/quantizer.h"
+
 namespace lpattn {
 namespace {
 
@@ -81,6 +83,46 @@ void CheckReferenceInputs(const AttentionShape& s, const AttentionOptions& optio
   if (options.sink == SinkMode::kLearned) CheckSize(inputs.sink_logits, s.heads, "sink_logits");
 }
 
+
+// §4: the operands the precision option quantizes, through the kernels' own quantizers (in
+// float, as the kernels see them); others as given. A tensor of the wrong size is left for the
+// size checks to reject.
+std::vector<double> Simulated(const quant::QuantSpec& spec, const std::vector<double>& x,
+                              int64_t batch, int64_t heads, int64_t tokens, int64_t dim) {
+  if (spec.format == quant::Format::kFp32 || int64_t(x.size()) != batch * heads * tokens * dim) {
+    return x;
+  }
+  const std::vector<float> in(x.begin(), x.end());
+  std::vector<float> out(in.size());
+  quant::QuantizeDequantize(spec, {in.data(), batch, heads, tokens, dim, heads * tokens * dim,
+                                   tokens * dim, dim},
+                            out.data(), "lpattn reference");
+  return std::vector<double>(out.begin(), out.end());
+}
+
+ReferenceInputs Simulated(const AttentionShape& s, const Precision& p, ReferenceInputs in) {
+  in.q = Simulated(p.QuerySpec(), in.q, s.batch, s.heads, s.q_len, s.head_dim);
+  in.k = Simulated(p.KeySpec(), in.k, s.batch, s.kv_heads, s.kv_len, s.head_dim);
+  in.v = Simulated(p.ValueSpec(), in.v, s.batch, s.kv_heads, s.kv_len, s.head_dim);
+  return in;
+}
+
+ReferenceThresholdInputs Simulated(const AttentionShape& s, const Precision& p,
+                                   ReferenceThresholdInputs in) {
+  for (int t = 0; t < 2; ++t) {
+    in.q[t] = Simulated(p.QuerySpec(), in.q[t], s.batch, s.heads, s.q_len, s.head_dim);
+    in.k[t] = Simulated(p.KeySpec(), in.k[t], s.batch, s.kv_heads, s.kv_len, s.head_dim);
+  }
+  in.v = Simulated(p.ValueSpec(), in.v, s.batch, s.kv_heads, s.kv_len, s.head_dim);
+  return in;
+}
+
+// The options a reference passes to another once its operands are simulated.
+AttentionOptions Fp32Operands(AttentionOptions options) {
+  options.precision = {};
+  return options;
+}
+
 }  // namespace
 
 // §1 and §1.1 forward, per row i:
@@ -88,8 +130,10 @@ void CheckReferenceInputs(const AttentionShape& s, const AttentionOptions& optio
 //   Z_i = sum_{j in J_i} exp(s_ij - m_i) + exp(tau_h - m_i)
 //   p_ij = exp(s_ij - m_i) / Z_i,  o_i = sum_j p_ij v_j,  lse_i = m_i + log Z_i.
 ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
-                                             const AttentionOptions& options,
-                                             const ReferenceInputs& inputs) {
+                                             const AttentionOptions& call_options,
+                                             const ReferenceInputs& given) {
+  const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
+  const AttentionOptions options = Fp32Operands(call_options);
   CheckReferenceInputs(shape, options, inputs);
   const double scale = static_cast<double>(ResolvedScale(shape, options));
   const int64_t dim = shape.head_dim;
@@ -146,9 +190,11 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
 //   dQ_i += scale dS_ij k_j,  dK_j += scale dS_ij q_i,
 //   d tau_h -= A_i Delta_i with A_i = exp(tau_h - lse_i)  (learned sink only).
 ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
-                                          const AttentionOptions& options,
-                                          const ReferenceInputs& inputs,
+                                          const AttentionOptions& call_options,
+                                          const ReferenceInputs& given,
                                           const std::vector<double>& d_o) {
+  const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
+  const AttentionOptions options = Fp32Operands(call_options);
   CheckReferenceInputs(shape, options, inputs);
   CheckSize(d_o, shape.batch * shape.heads * shape.q_len * shape.head_dim, "d_o");
   const double scale = static_cast<double>(ResolvedScale(shape, options));
@@ -230,9 +276,11 @@ void RowScores(const AttentionShape& shape, double scale, const ReferenceInputs&
 }  // namespace
 
 ReferenceKIntervalForwardResult ReferenceKIntervalForward(const AttentionShape& shape,
-                                                          const AttentionOptions& options,
+                                                          const AttentionOptions& call_options,
                                                           const KIntervalOptions& kint,
-                                                          const ReferenceInputs& inputs) {
+                                                          const ReferenceInputs& given) {
+  const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
+  const AttentionOptions options = Fp32Operands(call_options);
   CheckKIntervalInputs(shape, options, kint, inputs);
   const double scale = static_cast<double>(ResolvedScale(shape, options));
   ReferenceKIntervalForwardResult result;
@@ -259,10 +307,12 @@ ReferenceKIntervalForwardResult ReferenceKIntervalForward(const AttentionShape& 
 }
 
 ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
-                                              const AttentionOptions& options,
+                                              const AttentionOptions& call_options,
                                               const KIntervalOptions& kint,
-                                              const ReferenceInputs& inputs,
+                                              const ReferenceInputs& given,
                                               const std::vector<double>& d_o) {
+  const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
+  const AttentionOptions options = Fp32Operands(call_options);
   CheckKIntervalInputs(shape, options, kint, inputs);
   CheckSize(d_o, shape.batch * shape.heads * shape.q_len * shape.head_dim, "d_o");
   const double scale = static_cast<double>(ResolvedScale(shape, options));
@@ -377,9 +427,11 @@ double ViewSign(const ReferenceThresholdInputs& inputs, int t, int64_t h) {
 }  // namespace
 
 ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& shape,
-                                                          const AttentionOptions& options,
+                                                          const AttentionOptions& call_options,
                                                           const ThresholdOptions& threshold,
-                                                          const ReferenceThresholdInputs& inputs) {
+                                                          const ReferenceThresholdInputs& given) {
+  const ReferenceThresholdInputs inputs = Simulated(shape, call_options.precision, given);
+  const AttentionOptions options = Fp32Operands(call_options);
   const ThresholdOperands ops = PrepareThreshold(shape, options, threshold, inputs);
   const double scale = ThresholdScale(options);
   const int64_t rows = shape.batch * shape.heads * shape.q_len;
@@ -414,10 +466,12 @@ ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& 
 }
 
 ReferenceThresholdGradients ReferenceThresholdBackward(const AttentionShape& shape,
-                                                       const AttentionOptions& options,
+                                                       const AttentionOptions& call_options,
                                                        const ThresholdOptions& threshold,
-                                                       const ReferenceThresholdInputs& inputs,
+                                                       const ReferenceThresholdInputs& given,
                                                        const std::vector<double>& d_o) {
+  const ReferenceThresholdInputs inputs = Simulated(shape, call_options.precision, given);
+  const AttentionOptions options = Fp32Operands(call_options);
   const ThresholdOperands ops = PrepareThreshold(shape, options, threshold, inputs);
   CheckSize(d_o, shape.batch * shape.heads * shape.q_len * shape.head_dim, "d_o");
   const double scale = ThresholdScale(options);

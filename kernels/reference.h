@@ -4,6 +4,9 @@
 //   k, v, dk, dv:  [batch, kv_heads, kv_len, head_dim]
 //   lse:           [batch, heads, q_len]
 //   sink_logits, d_sink: [heads]
+// Every reference honours options.precision (§4) as the kernels do: the operands it quantizes
+// go through the same quantizers (quant/, in float) first, then everything runs in fp64; the
+// backward's gradients are taken at the dequantized operands (straight-through).
 #ifndef LPATTN_KERNELS_REFERENCE_H_
 #define LPATTN_KERNELS_REFERENCE_H_
 

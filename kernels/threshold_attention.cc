@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/attention_problem.h"
+#include "kernels/simulated_operands.h"
 #include "kernels/threshold.h"
 #include "kernels/validate.h"
 #include "tbb/blocked_range.h"
@@ -191,6 +192,18 @@ ThresholdCall MakeCall(const AttentionShape& shape, const AttentionProblem& prob
 
 }  // namespace
 
+// The call's arguments with each view's Q and K, and V, replaced by the operands the precision
+// option multiplies (simulated_operands.h).
+template <class Args>
+Args Simulated(SimulatedOperands& operands, Args args, int views) {
+  for (int t = 0; t < views; ++t) {
+    args.q[t] = operands.Query(args.q[t]);
+    args.k[t] = operands.Key(args.k[t]);
+  }
+  args.v = operands.Value(args.v);
+  return args;
+}
+
 void ThresholdForward(const AttentionShape& shape, const AttentionOptions& options,
                       const ThresholdOptions& threshold, const ThresholdForwardArgs& args) {
   CheckThresholdCall(shape, options, threshold, args.lambda_param);
@@ -207,13 +220,15 @@ void ThresholdForward(const AttentionShape& shape, const AttentionOptions& optio
   // Queries are normalised as the skeleton packs them; keys, which it reads in place, first.
   problem.unit_queries = threshold.l2_normalize;
   RunWithThreads(options.threads, [&] {
+    SimulatedOperands operands(shape, options.precision);
+    const ThresholdForwardArgs in = Simulated(operands, args, threshold.views);
     if (!threshold.l2_normalize) {
-      HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, args);
+      HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, in);
       return;
     }
-    ThresholdForwardArgs normalised = args;
+    ThresholdForwardArgs normalised = in;
     for (int t = 0; t < threshold.views; ++t) {
-      normalised.k[t] = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len,
+      normalised.k[t] = Normalise(in.k[t], shape.batch, shape.kv_heads, shape.kv_len,
                                   shape.head_dim, t == 0 ? kKeys0 : kKeys1)
                             .view;
     }
@@ -294,15 +309,17 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
   const Strides q_dense = ContiguousBHTD(shape.heads, shape.q_len, shape.head_dim);
   const Strides kv_dense = ContiguousBHTD(shape.kv_heads, shape.kv_len, shape.head_dim);
   RunWithThreads(options.threads, [&] {
+    SimulatedOperands operands(shape, options.precision);
+    const ThresholdBackwardArgs in = Simulated(operands, args, threshold.views);
     std::vector<float> row_ds(args.d_beta != nullptr ? size_t(threshold.views) * rows : 0);
     std::vector<float> row_a_dp(threshold.views == 2 ? rows : 0);
     float* second_dv = threshold.views == 2 ? Scratch(kSecondDv, kv_size) : nullptr;
     for (int t = 0; t < threshold.views; ++t) {
       // View t on the skeleton: its (normalised) Q and K; dV of view 2 apart, added below.
       BackwardArgs a;
-      a.q = args.q[t];
-      a.k = args.k[t];
-      a.v = args.v;
+      a.q = in.q[t];
+      a.k = in.k[t];
+      a.v = in.v;
       a.o = args.d_o;  // the transform needs no Delta = dO . o
       a.d_o = args.d_o;
       a.dq = args.dq[t];
@@ -311,9 +328,9 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
       NormalisedRows q_hat, k_hat;
       float *dq_hat = nullptr, *dk_hat = nullptr;
       if (threshold.l2_normalize) {  // the views reuse the scratch one after the other
-        q_hat = Normalise(args.q[t], shape.batch, shape.heads, shape.q_len, shape.head_dim,
+        q_hat = Normalise(in.q[t], shape.batch, shape.heads, shape.q_len, shape.head_dim,
                           kQueryHat);
-        k_hat = Normalise(args.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim,
+        k_hat = Normalise(in.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim,
                           kKeyHat);
         dq_hat = Scratch(kQueryGrad, rows * size_t(shape.head_dim));
         dk_hat = Scratch(kKeyGrad, kv_size);
@@ -326,9 +343,9 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
           problem, call, t, a, row_ds.empty() ? nullptr : row_ds.data() + size_t(t) * rows,
           t == 1 ? row_a_dp.data() : nullptr);
       if (threshold.l2_normalize) {
-        NormaliseBackward(args.q[t], q_hat, dq_hat, args.dq[t], shape.batch, shape.heads,
+        NormaliseBackward(in.q[t], q_hat, dq_hat, args.dq[t], shape.batch, shape.heads,
                           shape.q_len, shape.head_dim);
-        NormaliseBackward(args.k[t], k_hat, dk_hat, args.dk[t], shape.batch, shape.kv_heads,
+        NormaliseBackward(in.k[t], k_hat, dk_hat, args.dk[t], shape.batch, shape.kv_heads,
                           shape.kv_len, shape.head_dim);
       }
     }

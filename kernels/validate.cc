@@ -51,6 +51,7 @@ void CheckOptions(const AttentionOptions& options) {
   if (options.sink == SinkMode::kLearned && options.sink_logits == nullptr) {
     Fail("options.sink_logits is null (required with SinkMode::kLearned)");
   }
+  ValidatePrecision(options.precision);
 }
 
 void CheckNotNull(const void* pointer, const char* name) {

@@ -321,9 +321,10 @@ constexpr double kRowTolerance = 1e-5;
 constexpr double kFlipTolerance = 0.5;
 
 void ExpectMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
-                            const std::string& text) {
+                            const std::string& text, const Precision& precision = {}) {
   const KIntervalOptions kint = Options(text);
-  const AttentionCase c(shape, causal, SinkMode::kNone, layout);
+  AttentionCase c(shape, causal, SinkMode::kNone, layout);
+  c.options.precision = precision;
   const ReferenceKIntervalForwardResult ref =
       ReferenceKIntervalForward(shape, c.options, kint, c.DenseInputs());
   double o_scale = 0.0;
@@ -427,11 +428,12 @@ RowErrors CompareRows(const std::vector<double>& kernel, const std::vector<doubl
 // one dQ row and one dK row (and, for nearest, one dV row), so those may differ in up to
 // 1% + 2 of their rows, each within kFlipTolerance; everything else must match.
 void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
-                                    const std::string& text) {
+                                    const std::string& text, const Precision& precision = {}) {
   const KIntervalOptions kint = Options(text);
   const bool nearest = kint.rounding == KIntervalRounding::kNearest;
   const bool jumps = nearest || kint.surrogate == KIntervalSurrogate::kExact;
-  const AttentionCase c(shape, causal, SinkMode::kNone, layout);
+  AttentionCase c(shape, causal, SinkMode::kNone, layout);
+  c.options.precision = precision;
   const ReferenceGradients ref =
       ReferenceKIntervalBackward(shape, c.options, kint, c.DenseInputs(), c.d_o.Dense());
   const size_t dim = size_t(shape.head_dim);
@@ -486,6 +488,22 @@ TEST(KIntervalKernel, BackwardMatchesReference) {
     ExpectBackwardMatchesReference({2, 4, 2, 70, 120, 32}, causal, Layout::kBTHD, "K=4");
     ExpectBackwardMatchesReference({1, 2, 2, 150, 40, 8}, causal, Layout::kBHTD, "K=8,ste=prob");
     ExpectBackwardMatchesReference({1, 1, 1, 1, 1, 3}, causal, Layout::kBHTD, "K=4");
+  }
+}
+
+// §4: low-precision operands under every calibration, forward and backward; the reference
+// quantizes the same operands with the same quantizers.
+TEST(KIntervalKernel, MatchesReferenceWithLowPrecisionOperands) {
+  for (const char* precision : {"qk=int8,pv=int8", "qk=fp8e4m3,pv=fp8e5m2,gran=token",
+                                "qk=bf16,pv=fp16", "qk=int8,gran=channel,smooth_k=1,pv=fp8e4m3"}) {
+    for (const char* text : {"K=4", "K=16,cal=window,W=3,ste=weight", "K=4,ste=prob"}) {
+      for (bool causal : {false, true}) {
+        ExpectMatchesReference({1, 2, 1, 65, 65, 32}, causal, Layout::kBTHD, text,
+                               ParsePrecision(precision));
+        ExpectBackwardMatchesReference({1, 2, 1, 70, 130, 16}, causal, Layout::kBHTD, text,
+                                       ParsePrecision(precision));
+      }
+    }
   }
 }
 

@@ -349,9 +349,10 @@ ThresholdRun RunForward(const TwoViewCase& c, const ThresholdOptions& threshold,
 // but for entries whose score lies within float rounding of tau (at most 1% of rows + 1 differ,
 // by at most 2 each).
 void ExpectForwardMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
-                                   const std::string& text) {
+                                   const std::string& text, const Precision& precision = {}) {
   const ThresholdOptions threshold = ParseThreshold(text);
-  const TwoViewCase c(shape, causal, layout);
+  TwoViewCase c(shape, causal, layout);
+  c.first.options.precision = precision;
   const ReferenceThresholdForwardResult ref =
       ReferenceThresholdForward(shape, c.options(), threshold, c.Dense());
   for (const std::string& target : test::SupportedTargets()) {
@@ -473,9 +474,10 @@ size_t BadRows(const std::vector<double>& kernel, const std::vector<double>& ref
 // there a score within float rounding of tau may take the other side: up to 1% of rows + 1 of
 // each gradient may differ (and d beta gets a looser bound).
 void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
-                                    const std::string& text) {
+                                    const std::string& text, const Precision& precision = {}) {
   const ThresholdOptions threshold = ParseThreshold(text);
-  const TwoViewCase c(shape, causal, layout);
+  TwoViewCase c(shape, causal, layout);
+  c.first.options.precision = precision;
   const ReferenceThresholdGradients ref =
       ReferenceThresholdBackward(shape, c.options(), threshold, c.Dense(), c.first.d_o.Dense());
   const size_t dim = size_t(shape.head_dim);
@@ -498,6 +500,22 @@ void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, La
       for (size_t h = 0; h < ref.d_lambda.size(); ++h) {
         EXPECT_NEAR(run.d_lambda[h], ref.d_lambda[h], 1e-4 * (1.0 + std::abs(ref.d_lambda[h])))
             << where << " head " << h;
+      }
+    }
+  }
+}
+
+// §4: low-precision operands, one and two views, forward and backward; the reference quantizes
+// the same operands (both views' Q and K) with the same quantizers.
+TEST(ThresholdKernel, MatchesReferenceWithLowPrecisionOperands) {
+  for (const char* precision : {"qk=int8,pv=int8", "qk=fp8e4m3,pv=fp8e5m2,gran=token",
+                                "qk=bf16,pv=fp16", "qk=int8,gran=channel,smooth_k=1,pv=fp8e4m3"}) {
+    for (const char* text : {"views=2,p=2,beta=0.3", "views=1,p=3,beta=0.2,l2=0"}) {
+      for (bool causal : {false, true}) {
+        ExpectForwardMatchesReference({1, 2, 1, 65, 65, 32}, causal, Layout::kBTHD, text,
+                                      ParsePrecision(precision));
+        ExpectBackwardMatchesReference({1, 2, 1, 70, 130, 16}, causal, Layout::kBHTD, text,
+                                       ParsePrecision(precision));
       }
     }
   }

@@ -1,0 +1,42 @@
+// The precision option of every kernel call (spec/kernels.md §4): the formats of the Q K^T
+// operands and of the P V operands, the scale granularity, and K smoothing. The row transform
+// stays in fp32. The default is fp32 everywhere, bit-identical to a call without the option.
+#ifndef LPATTN_KERNELS_PRECISION_H_
+#define LPATTN_KERNELS_PRECISION_H_
+
+#include <cstdint>
+#include <string>
+
+#include "quant/format.h"
+#include "quant/quantizer.h"
+
+namespace lpattn {
+
+struct Precision {
+  quant::Format qk = quant::Format::kFp32;  // Q and K
+  quant::Format pv = quant::Format::kFp32;  // V
+  // Scales of Q, K and V: per tensor, token, block of `block` tokens, or channel (K and V;
+  // Q then takes per-token scales, since a per-channel Q scale cannot leave the dot product).
+  quant::Granularity granularity = quant::Granularity::kBlock;
+  int64_t block = quant::kDefaultBlock;
+  bool smooth_k = false;  // K smoothing (quantizer.h): a no-op with qk = fp32
+
+  bool IsFp32() const { return qk == quant::Format::kFp32 && pv == quant::Format::kFp32; }
+  // The quantizer of each operand.
+  quant::QuantSpec QuerySpec() const;
+  quant::QuantSpec KeySpec() const;
+  quant::QuantSpec ValueSpec() const;
+};
+
+// Option text, "key=value" items separated by ',' or ':': qk=FORMAT, pv=FORMAT (fp32, bf16,
+// fp16, fp8e4m3, fp8e5m2, int8), gran=tensor|token|block|channel, block=N (>= 1),
+// smooth_k=0|1. Throws std::invalid_argument with the offending item.
+Precision ParsePrecision(const std::string& text);
+// The options that differ from the default, ':'-separated ("" for fp32); parses back.
+std::string FormatPrecision(const Precision& precision);
+// Throws std::invalid_argument for a block size below 1.
+void ValidatePrecision(const Precision& precision);
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_PRECISION_H_

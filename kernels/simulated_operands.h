@@ -1,0 +1,45 @@
+// The simulation path of low-precision operands (spec/kernels.md §4): each operand the
+// precision option quantizes is replaced by a dense dequantized fp32 copy before the tiled
+// skeleton runs, so every row transform sees exactly the values a low-precision product would
+// multiply. In the backward the same copies stand in for the operands (straight-through: the
+// gradients with respect to the unquantized operands are computed with the dequantized ones).
+#ifndef LPATTN_KERNELS_SIMULATED_OPERANDS_H_
+#define LPATTN_KERNELS_SIMULATED_OPERANDS_H_
+
+#include <deque>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace lpattn {
+
+class SimulatedOperands {
+ public:
+  SimulatedOperands(const AttentionShape& shape, const Precision& precision)
+      : shape_(shape), precision_(precision) {}
+
+  // The view to multiply with: `t` itself when its format is fp32, else a dequantized copy
+  // (owned by this object). Throws std::invalid_argument as quant::QuantizeDequantize does.
+  ConstTensor Query(ConstTensor q, const char* name = "lpattn quantized Q");
+  ConstTensor Key(ConstTensor k, const char* name = "lpattn quantized K");
+  ConstTensor Value(ConstTensor v, const char* name = "lpattn quantized V");
+  // Args (ForwardArgs, BackwardArgs, the K-interval ones) with q, k and v replaced.
+  template <class Args>
+  Args Substitute(Args args) {
+    args.q = Query(args.q);
+    args.k = Key(args.k);
+    args.v = Value(args.v);
+    return args;
+  }
+
+ private:
+  ConstTensor Quantize(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
+                       int64_t tokens, const char* name);
+  AttentionShape shape_;
+  Precision precision_;
+  std::deque<std::vector<float>> copies_;
+};
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_SIMULATED_OPERANDS_H_

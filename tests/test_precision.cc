@@ -1,0 +1,145 @@
+// The precision option (spec §4) on the exact kernels: its text, the simulation path against
+// the reference (which quantizes the same operands with the same quantizers), what it costs in
+// accuracy, and bad input. K-interval and thresholded kernels are checked with low-precision
+// operands in their own suites.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/precision.h"
+#include "tests/attention_case.h"
+
+namespace lpattn::test {
+namespace {
+
+TEST(PrecisionOptions, ParsesAndFormatsBack) {
+  const Precision p = ParsePrecision("qk=int8,pv=fp8e4m3,gran=token:smooth_k=1");
+  EXPECT_EQ(p.qk, quant::Format::kInt8);
+  EXPECT_EQ(p.pv, quant::Format::kFp8E4M3);
+  EXPECT_EQ(p.granularity, quant::Granularity::kToken);
+  EXPECT_TRUE(p.smooth_k);
+  EXPECT_EQ(FormatPrecision(p), "qk=int8:pv=fp8e4m3:gran=token:smooth_k=1");
+  EXPECT_EQ(FormatPrecision(ParsePrecision(FormatPrecision(p))), FormatPrecision(p));
+  EXPECT_EQ(FormatPrecision(ParsePrecision("")), "");
+  EXPECT_TRUE(ParsePrecision("qk=fp32,pv=fp32").IsFp32());
+  EXPECT_EQ(ParsePrecision("block=32").block, 32);
+  // Q cannot take per-channel scales (they would sit inside the dot product): per token.
+  EXPECT_EQ(ParsePrecision("gran=channel").QuerySpec().granularity, quant::Granularity::kToken);
+  EXPECT_EQ(ParsePrecision("gran=channel").KeySpec().granularity, quant::Granularity::kChannel);
+}
+
+TEST(PrecisionOptions, RejectsBadTextNamingTheItem) {
+  for (const char* text : {"qk=int4", "pv=", "gran=row", "block=0", "block=2.5", "smooth_k=yes",
+                           "p=int8", "qk"}) {
+    try {
+      ParsePrecision(text);
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("precision"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    ParsePrecision("qk=int4");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8e4m3"), std::string::npos) << e.what();
+  }
+}
+
+// Forward and backward against the reference on every target, with the fp32 bounds of
+// test_exact_kernels.cc: the quantized operands are exact inputs to both.
+void ExpectMatchesReference(AttentionCase c, const std::string& precision) {
+  c.options.precision = ParsePrecision(precision);
+  const ReferenceForwardResult ref = c.ReferenceForward();
+  const ReferenceGradients grads = c.ReferenceBackward();
+  for (const std::string& target : SupportedTargets()) {
+    SCOPED_TRACE(precision + " on " + target);
+    ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok);
+    const KernelOutputs out = c.Run();
+    EXPECT_LE(ScaledMaxError(out.o.Dense(), ref.o), 1e-5) << "O";
+    EXPECT_LE(ScaledMaxError(ToDouble(out.lse), ref.lse), 1e-5) << "lse";
+    EXPECT_LE(ScaledMaxError(out.dq.Dense(), grads.dq), 2e-5) << "dQ";
+    EXPECT_LE(ScaledMaxError(out.dk.Dense(), grads.dk), 2e-5) << "dK";
+    EXPECT_LE(ScaledMaxError(out.dv.Dense(), grads.dv), 2e-5) << "dV";
+  }
+}
+
+const char* const kPrecisions[] = {
+    "qk=int8,pv=int8",          "qk=int8,gran=tensor",       "qk=fp8e4m3,pv=fp8e4m3,gran=token",
+    "qk=fp8e5m2,pv=bf16,block=16", "qk=bf16,pv=bf16",        "qk=fp16,pv=fp16",
+    "qk=int8,pv=int8,gran=channel,smooth_k=1"};
+
+TEST(PrecisionKernels, ExactMatchesReferenceWithEveryFormatAndGranularity) {
+  for (const char* precision : kPrecisions) {
+    for (bool causal : {false, true}) {
+      ExpectMatchesReference(AttentionCase({1, 2, 1, 65, 65, 64}, causal, SinkMode::kNone,
+                                           Layout::kBHTD),
+                             precision);
+      ExpectMatchesReference(AttentionCase({2, 4, 2, 70, 130, 32}, causal, SinkMode::kLearned,
+                                           Layout::kBTHD, 3),
+                             precision);
+    }
+  }
+}
+
+// fp32 written out is the default: the same bits.
+TEST(PrecisionKernels, ExplicitFp32IsTheDefaultBitForBit) {
+  AttentionCase c({1, 2, 1, 65, 65, 32}, true, SinkMode::kNone, Layout::kBHTD);
+  const KernelOutputs plain = c.Run();
+  c.options.precision = ParsePrecision("qk=fp32,pv=fp32,gran=token,smooth_k=1");
+  const KernelOutputs explicit_fp32 = c.Run();
+  EXPECT_EQ(plain.o.storage, explicit_fp32.o.storage);
+  EXPECT_EQ(plain.dq.storage, explicit_fp32.dq.storage);
+  EXPECT_EQ(plain.dk.storage, explicit_fp32.dk.storage);
+  EXPECT_EQ(plain.dv.storage, explicit_fp32.dv.storage);
+}
+
+// What quantization costs O, relative to fp32 (relative L2): bf16 about its 2^-9 step, int8
+// per block around 1%, fp8 e4m3 a few percent; and none of them is free.
+TEST(PrecisionKernels, ErrorAgainstFp32FollowsTheFormatsResolution) {
+  AttentionCase c({1, 4, 4, 256, 256, 64}, true, SinkMode::kNone, Layout::kBHTD, 9);
+  const std::vector<double> exact = c.ReferenceForward().o;
+  auto error = [&](const char* precision) {
+    c.options.precision = ParsePrecision(precision);
+    const std::vector<double> o = c.Run(false).o.Dense();
+    double num = 0, den = 0;
+    for (size_t i = 0; i < o.size(); ++i) {
+      num += (o[i] - exact[i]) * (o[i] - exact[i]);
+      den += exact[i] * exact[i];
+    }
+    return std::sqrt(num / den);
+  };
+  const double bf16 = error("qk=bf16,pv=bf16"), int8 = error("qk=int8,pv=int8");
+  const double e4m3 = error("qk=fp8e4m3,pv=fp8e4m3");
+  EXPECT_GT(bf16, 1e-4);
+  EXPECT_LT(bf16, 4e-3);
+  EXPECT_GT(int8, bf16);
+  EXPECT_LT(int8, 3e-2);
+  EXPECT_GT(e4m3, int8);
+  EXPECT_LT(e4m3, 1e-1);
+}
+
+TEST(PrecisionKernels, BadInputIsRejectedBeforeAnyWork) {
+  AttentionCase c({1, 2, 1, 16, 16, 8}, false, SinkMode::kNone, Layout::kBHTD);
+  c.options.precision.qk = quant::Format::kInt8;
+  c.options.precision.block = 0;
+  EXPECT_THROW(c.Run(false), std::invalid_argument);
+  c.options.precision.block = 64;
+  c.k.at(0, 0, 5, 3) = NAN;  // an int8 scale cannot be NaN
+  OwnedTensor o(1, 2, 16, 8, Layout::kBHTD);
+  std::vector<float> lse(32, 7.0f);
+  for (float& x : o.storage) x = 7.0f;
+  try {
+    ExactForward(c.shape, c.options, {c.q.cview(), c.k.cview(), c.v.cview(), o.view(), lse.data()});
+    ADD_FAILURE() << "NaN in K accepted by an int8 quantizer";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("quantized K"), std::string::npos) << e.what();
+  }
+  for (float x : o.storage) EXPECT_EQ(x, 7.0f);
+  for (float x : lse) EXPECT_EQ(x, 7.0f);
+}
+
+}  // namespace
+}  // namespace lpattn::test
