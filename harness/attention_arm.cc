@@ -85,7 +85,7 @@ void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Weigh& wei
 class SoftmaxArm : public AttentionArm {
  public:
   SoftmaxArm(std::string name, SinkMode sink) : name_(std::move(name)), sink_(sink) {}
-  std::string Name() const override { return name_; }
+  std::string KernelName() const override { return name_; }
 
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
     if (sink_ != SinkMode::kLearned) return {};
@@ -159,6 +159,7 @@ class SoftmaxArm : public AttentionArm {
     options.causal = true;
     options.sink = sink_;
     options.sink_logits = sink_ == SinkMode::kLearned ? params : nullptr;
+    options.precision = precision();
     return options;  // threads = 0: the trainer's arena
   }
 
@@ -175,7 +176,7 @@ class ValueGateArm : public AttentionArm {
  public:
   ValueGateArm(std::string name, ValueGateKind kind, SinkMode sink)
       : name_(std::move(name)), kind_(kind), sink_(sink), inner_(name_, sink) {}
-  std::string Name() const override { return name_; }
+  std::string KernelName() const override { return name_; }
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
     std::vector<ArmParam> params = inner_.LayerParams(m);
     const size_t h = size_t(m.n_head), d = size_t(m.n_embd / m.n_head);
@@ -197,6 +198,10 @@ class ValueGateArm : public AttentionArm {
     inner_.Diagnose(s, params, qkv, x, act, per_head);
   }
   bool HasSink() const override { return inner_.HasSink(); }
+  void SetPrecision(const Precision& precision) override {
+    AttentionArm::SetPrecision(precision);
+    inner_.SetPrecision(precision);
+  }
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float*, float* act,
                float* out) const override {
@@ -242,7 +247,7 @@ class ValueGateArm : public AttentionArm {
 // out = o * sigmoid(g). Parameters: W_g [C, C], b_g [C]. Saved: lse, o, g.
 class OutputGateArm : public AttentionArm {
  public:
-  std::string Name() const override { return "outgate"; }
+  std::string KernelName() const override { return "outgate"; }
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
     const size_t c = size_t(m.n_embd);
     return {{"gate_w", c * c, true, 0.02f, 0.0f}, {"gate_b", c, false, 0.0f, 0.0f}};
@@ -253,6 +258,10 @@ class OutputGateArm : public AttentionArm {
   void Diagnose(const ArmShape& s, const float*, const float* qkv, const float* x,
                 const float* act, HeadDiagnostics* per_head) const override {
     inner_.Diagnose(s, nullptr, qkv, x, act, per_head);
+  }
+  void SetPrecision(const Precision& precision) override {
+    AttentionArm::SetPrecision(precision);
+    inner_.SetPrecision(precision);
   }
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float* x,
@@ -289,7 +298,7 @@ class KIntervalArm : public AttentionArm {
  public:
   KIntervalArm(std::string name, const KIntervalOptions& options)
       : name_(std::move(name)), options_(options) {}
-  std::string Name() const override { return name_; }
+  std::string KernelName() const override { return name_; }
   std::vector<ArmParam> LayerParams(const ModelConfig&) const override { return {}; }
   size_t ActivationFloats(const ArmShape& s) const override { return 6 * Rows(s); }
   void Diagnose(const ArmShape& s, const float*, const float* qkv, const float*, const float*,
@@ -334,9 +343,10 @@ class KIntervalArm : public AttentionArm {
   static KIntervalSaved Saved(const ArmShape& s, float* act, int32_t* argmax, int32_t* argmin) {
     return {act, act + Rows(s), act + 2 * Rows(s), act + 3 * Rows(s), argmax, argmin};
   }
-  static AttentionOptions Options() {
+  AttentionOptions Options() const {
     AttentionOptions options;
     options.causal = true;
+    options.precision = precision();
     return options;  // threads = 0: the trainer's arena
   }
 
@@ -353,7 +363,7 @@ class ThresholdArm : public AttentionArm {
  public:
   ThresholdArm(std::string name, const ThresholdOptions& options)
       : name_(std::move(name)), options_(options) {}
-  std::string Name() const override { return name_; }
+  std::string KernelName() const override { return name_; }
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
     const size_t c = size_t(m.n_embd);
     std::vector<ArmParam> params = {{"norm_gain", c, false, 0.0f, 1.0f}};
@@ -461,9 +471,10 @@ class ThresholdArm : public AttentionArm {
     }
     return l;
   }
-  static AttentionOptions Options() {
+  AttentionOptions Options() const {
     AttentionOptions options;
     options.causal = true;
+    options.precision = precision();
     return options;  // scale unset: 1 (cosine scores); threads = 0: the trainer's arena
   }
 
@@ -481,7 +492,14 @@ std::vector<std::string> KnownArms() {
           "normgate", "projgate",      "sink+normgate", "sink+projgate"};
 }
 
-std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
+std::string AttentionArm::Name() const {
+  const std::string precision = FormatPrecision(precision_);
+  return precision.empty() ? KernelName() : KernelName() + "+" + precision;
+}
+
+namespace {
+
+std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
   if (spec == "exact") return std::make_unique<SoftmaxArm>("exact", SinkMode::kNone);
   if (spec == "sink") return std::make_unique<SoftmaxArm>("sink", SinkMode::kLearned);
   if (spec == "offbyone") return std::make_unique<SoftmaxArm>("offbyone", SinkMode::kOffByOne);
@@ -513,7 +531,26 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
   for (const std::string& name : KnownArms()) known += name + ", ";
   throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known +
                               "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob, "
-                              "tda or tda:<options> such as tda:views=1,p=2)");
+                              "tda or tda:<options> such as tda:views=1,p=2; any of them "
+                              "+<precision> such as exact+qk=int8,pv=fp8e4m3)");
+}
+
+}  // namespace
+
+std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
+  // "+key=value..." after the kernel's own spec (whose '+' joins arm names, as in sink+normgate,
+  // never options) is the operand precision.
+  const size_t plus = spec.rfind('+');
+  if (plus == std::string::npos || spec.find('=', plus) == std::string::npos) {
+    return MakeKernelArm(spec);
+  }
+  std::unique_ptr<AttentionArm> arm = MakeKernelArm(spec.substr(0, plus));
+  try {
+    arm->SetPrecision(ParsePrecision(spec.substr(plus + 1)));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
+  }
+  return arm;
 }
 
 void CheckSwappable(const std::string& trained, const std::string& with,

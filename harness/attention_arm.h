@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/config.h"
+#include "kernels/precision.h"
 
 namespace lpattn::harness {
 
@@ -44,7 +45,13 @@ struct HeadDiagnostics {
 class AttentionArm {
  public:
   virtual ~AttentionArm() = default;
-  virtual std::string Name() const = 0;
+  // The arm's canonical spec: its kernel's name, then "+<precision>" (FormatPrecision) when
+  // its operands are low-precision.
+  std::string Name() const;
+  virtual std::string KernelName() const = 0;
+  // §4: the operand precision of every kernel call the arm makes (default fp32).
+  virtual void SetPrecision(const Precision& precision) { precision_ = precision; }
+  const Precision& precision() const { return precision_; }
   virtual std::vector<ArmParam> LayerParams(const ModelConfig& model) const = 0;
   // Floats of per-layer activations the arm saves between Forward and Backward.
   virtual size_t ActivationFloats(const ArmShape& s) const = 0;
@@ -62,11 +69,15 @@ class AttentionArm {
                         const float* act, HeadDiagnostics* per_head) const = 0;
   // Whether the arm has a sink (its diagnostics' abstention mass means something).
   virtual bool HasSink() const { return false; }
+
+ private:
+  Precision precision_;
 };
 
 // Parses an arm spec ("exact", "sink", "offbyone", "outgate", "kint:K=4,cal=window,...") into
-// an arm. Throws std::invalid_argument naming the problem: an unknown arm (listing the known
-// ones) or bad K-interval options.
+// an arm; a "+<precision>" suffix (spec/harness.md §1: "exact+qk=int8,pv=fp8e4m3", parsed by
+// ParsePrecision) gives any arm low-precision operands. Throws std::invalid_argument naming the
+// problem: an unknown arm (listing the known ones) or bad kernel or precision options.
 std::unique_ptr<AttentionArm> MakeArm(const std::string& spec);
 // The arms without options; "kint:<options>" comes on top.
 std::vector<std::string> KnownArms();

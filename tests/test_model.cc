@@ -276,6 +276,37 @@ TEST(Model, KIntervalEvaluationSwap) {
   EXPECT_LT(std::abs(fine - exact), std::abs(coarse - exact));
 }
 
+// "+<precision>" gives any arm low-precision operands (spec/harness.md §1), composite arms
+// included (their inner softmax is what quantizes): the loss moves a little, not a lot, and
+// the arm's name is the canonical spec.
+TEST(Model, LowPrecisionArms) {
+  EXPECT_EQ(MakeArm("exact+qk=int8,pv=fp8e4m3")->Name(), "exact+qk=int8:pv=fp8e4m3");
+  EXPECT_EQ(MakeArm("sink+normgate+qk=bf16")->Name(), "sink+normgate+qk=bf16");
+  EXPECT_EQ(MakeArm("kint:K=4,cal=window+qk=int8")->precision().qk, quant::Format::kInt8);
+  EXPECT_EQ(MakeArm("tda:views=1+pv=int8,gran=token")->Name(), "tda:views=1+pv=int8:gran=token");
+  EXPECT_EQ(MakeArm("exact+qk=fp32")->Name(), "exact");
+  try {
+    MakeArm("exact+qk=int4");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("exact+qk=int4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("int4"), std::string::npos) << e.what();
+  }
+  const Batch batch = MakeBatch(2, 8, 3);
+  for (const char* arm : {"exact", "sink+normgate", "outgate", "kint:K=16", "tda:views=1,beta=0"}) {
+    Gpt model(SmallModel(), arm, 2);
+    model.InitParams(4);
+    for (float& p : model.params()) p *= 5.0f;
+    const float fp32 = model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+    model.SetArm(std::string(arm) + "+qk=int8,pv=int8,gran=token");
+    const float int8 = model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+    EXPECT_NE(int8, fp32) << arm;
+    EXPECT_LT(std::abs(int8 - fp32), 0.05f * fp32) << arm;
+    model.Backward();
+    for (float g : model.grads()) ASSERT_TRUE(std::isfinite(g)) << arm;
+  }
+}
+
 TEST(Model, InitIsDeterministic) {
   Gpt a(ModelConfig{}, "exact", 1), b(ModelConfig{}, "exact", 1);
   a.InitParams(3);
