@@ -48,6 +48,31 @@ SweepPlan GatingPlan() {
   return plan;
 }
 
+// Exact attention at each operand precision of spec/kernels.md §4 against fp32 (issue 6's
+// comparison), 3 seeds, small; plus fp32-trained models evaluated with quantized operands
+// (post-training quantization) beside the arms trained with them.
+SweepPlan LowPrecisionPlan() {
+  SweepPlan plan;
+  plan.name = "lowp";
+  plan.summary = "exact attention at each operand precision against fp32, 3 seeds, small";
+  plan.preset = "small";
+  plan.seeds = {1, 2, 3};
+  plan.arms = {
+      {"exact", ""},
+      {"exact+qk=bf16:pv=bf16", ""},
+      {"exact+qk=fp16:pv=fp16", ""},
+      {"exact+qk=fp8e4m3:pv=fp8e4m3", ""},
+      {"exact+qk=fp8e5m2:pv=fp8e5m2", ""},
+      {"exact+qk=int8:pv=int8", ""},
+      {"exact+qk=int8:pv=fp8e4m3", ""},
+      {"exact+qk=int8:pv=int8:gran=tensor", ""},
+      {"exact+qk=int8:pv=int8:gran=channel:smooth_k=1", ""},
+  };
+  plan.swaps = {{"exact", "exact+qk=int8:pv=int8", "post-training quantization"},
+                {"exact", "exact+qk=fp8e4m3:pv=fp8e4m3", "post-training quantization"}};
+  return plan;
+}
+
 }  // namespace
 
 std::vector<std::string> SweepPlan::ArmNames() const {
@@ -67,7 +92,8 @@ SweepExtras SweepPlan::Extras() const {
 }
 
 const std::vector<SweepPlan>& SweepPlans() {
-  static const std::vector<SweepPlan> plans = {KIntervalPaperPlan(), GatingPlan()};
+  static const std::vector<SweepPlan> plans = {KIntervalPaperPlan(), GatingPlan(),
+                                                LowPrecisionPlan()};
   return plans;
 }
 

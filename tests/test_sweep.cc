@@ -490,6 +490,31 @@ TEST(SweepPlans, GatingPlanRunsEveryGatingArm) {
   EXPECT_TRUE(plan.swaps.empty());
 }
 
+TEST(SweepPlans, LowPrecisionPlanIsExactAtEachPrecision) {
+  const SweepPlan& plan = FindSweepPlan("lowp");
+  EXPECT_EQ(plan.preset, "small");
+  EXPECT_EQ(plan.seeds, (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(plan.arms[0].arm, "exact");
+  std::set<std::string> precisions;
+  for (const PlannedArm& a : plan.arms) {
+    const std::unique_ptr<AttentionArm> arm = MakeArm(a.arm);
+    EXPECT_EQ(arm->KernelName(), "exact") << a.arm;
+    EXPECT_EQ(arm->Name(), a.arm) << "not canonical";
+    precisions.insert(FormatPrecision(arm->precision()));
+  }
+  EXPECT_EQ(precisions.size(), plan.arms.size());
+  for (const quant::Format f : quant::kAllFormats) {
+    const std::string name = quant::FormatName(f);
+    EXPECT_TRUE(std::any_of(plan.arms.begin(), plan.arms.end(), [&](const PlannedArm& a) {
+      return f == quant::Format::kFp32 || a.arm.find("qk=" + name) != std::string::npos;
+    })) << name;
+  }
+  ASSERT_EQ(plan.swaps.size(), 2u);
+  for (const EvalSwap& swap : plan.swaps) {
+    EXPECT_NO_THROW(CheckSwappable(swap.trained, swap.with, PresetConfig("small").model));
+  }
+}
+
 TEST(SweepPlans, UnknownPlanListsTheKnownOnes) {
   try {
     FindSweepPlan("no-such-plan");
