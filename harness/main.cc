@@ -23,6 +23,7 @@
 #include "harness/checkpoint.h"
 #include "harness/config.h"
 #include "harness/figures.h"
+#include "harness/quant_error.h"
 #include "harness/sweep.h"
 #include "harness/sweep_plan.h"
 #include "harness/trainer.h"
@@ -408,6 +409,53 @@ int RunReport(const ReportOptions& options) {
   return 0;
 }
 
+struct QuantErrorCommand {
+  harness::QuantErrorOptions measure;
+  std::string out;
+  int threads = 0;
+};
+
+CLI::App* AddQuantError(CLI::App& app, QuantErrorCommand& options) {
+  CLI::App* command = app.add_subcommand(
+      "quant-error",
+      "error of O, dQ, dK, dV with low-precision operands against the fp64 reference, per "
+      "format and granularity, on Gaussian and outlier-channel inputs");
+  command->add_option("--tokens", options.measure.tokens, "causal self-attention length")
+      ->capture_default_str();
+  command->add_option("--heads", options.measure.heads, "heads")->capture_default_str();
+  command->add_option("--dim", options.measure.head_dim, "head dimension")->capture_default_str();
+  command->add_option("--seed", options.measure.seed, "input seed")->capture_default_str();
+  command->add_option("--outlier-channels", options.measure.outlier_channels,
+                      "outlier channels: scaled in Q (half as many in V), shifted in K")
+      ->capture_default_str();
+  command->add_option("--outlier-scale", options.measure.outlier_scale,
+                      "factor on the outlier channels of Q and V")
+      ->capture_default_str();
+  command->add_option("--outlier-shift", options.measure.outlier_shift,
+                      "per-channel offset of K's outlier channels")
+      ->capture_default_str();
+  command->add_option("--out", options.out,
+                      "directory for quant-error.md and quant-error.json (default: print only)");
+  AddThreadsOption(command, options.threads);
+  return command;
+}
+
+int RunQuantError(const QuantErrorCommand& options) {
+  const std::vector<harness::QuantErrorRow> rows =
+      InArena(options.threads, [&] { return harness::MeasureQuantError(options.measure); });
+  const std::string table = harness::FormatQuantErrorTable(rows);
+  std::cout << table;
+  if (!options.out.empty()) {
+    fs::create_directories(options.out);
+    harness::WriteFileAtomically(options.out + "/quant-error.md", table);
+    harness::WriteFileAtomically(options.out + "/quant-error.json",
+                                 harness::QuantErrorJson(options.measure, rows).dump(2) + "\n");
+    std::cout << "\nwrote " << options.out << "/quant-error.md, " << options.out
+              << "/quant-error.json\n";
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace lpattn::cli
 
@@ -422,11 +470,13 @@ int main(int argc, char** argv) {
   EvalOptions eval_options;
   SweepOptions sweep_options;
   ReportOptions report_options;
+  QuantErrorCommand quant_error_options;
   CLI::App* info = AddInfo(app, info_options);
   CLI::App* train = AddTrain(app, train_options);
   CLI::App* eval = AddEval(app, eval_options);
   CLI::App* sweep = AddSweep(app, sweep_options);
   CLI::App* report = AddReport(app, report_options);
+  CLI::App* quant_error = AddQuantError(app, quant_error_options);
 
   try {
     app.parse(argc, argv);
@@ -442,6 +492,7 @@ int main(int argc, char** argv) {
     if (eval->parsed()) return RunEval(eval_options);
     if (sweep->parsed()) return RunSweep(sweep_options);
     if (report->parsed()) return RunReport(report_options);
+    if (quant_error->parsed()) return RunQuantError(quant_error_options);
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "lpattn: %s\n", e.what());
