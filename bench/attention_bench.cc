@@ -123,8 +123,10 @@ struct ForwardBuffers {
   Strides q_strides, kv_strides;
 };
 
-void BM_ExactForward(benchmark::State& state) {
-  const BenchConfig config = ConfigOf(state);
+// precision: spec §4's operand formats (default fp32).
+void BM_ExactForward(benchmark::State& state, const Precision& precision = {}) {
+  BenchConfig config = ConfigOf(state);
+  config.options.precision = precision;
   ForwardBuffers buffers(config.shape);
   const ForwardArgs args = buffers.Args();
   for (auto _ : state) {
@@ -139,8 +141,9 @@ void BM_ExactForward(benchmark::State& state) {
 }
 
 // One untimed forward provides O and lse; only ExactBackward is timed.
-void BM_ExactBackward(benchmark::State& state) {
-  const BenchConfig config = ConfigOf(state);
+void BM_ExactBackward(benchmark::State& state, const Precision& precision = {}) {
+  BenchConfig config = ConfigOf(state);
+  config.options.precision = precision;
   const AttentionShape& s = config.shape;
   ForwardBuffers forward(s);
   std::vector<float> d_o = RandomNormal(QElements(s), 4);
@@ -485,6 +488,7 @@ struct FamilyGrid {
 };
 const FamilyGrid kAttentionGrid{{256, 1024, 4096}, {0, 1}, benchmark::kMillisecond};
 const FamilyGrid kGateGrid{{1024, 4096}, {0}, benchmark::kMicrosecond};  // V only: not causal
+const FamilyGrid kPrecisionGrid{{1024, 4096}, {1}, benchmark::kMillisecond};
 
 template <class Function, class... Extra>
 void RegisterFamily(const FamilyGrid& grid, const std::string& name, Function function,
@@ -497,8 +501,17 @@ void RegisterFamily(const FamilyGrid& grid, const std::string& name, Function fu
 }
 
 const bool kRegistered = [] {
-  RegisterFamily(kAttentionGrid, "exact_fwd", BM_ExactForward);
-  RegisterFamily(kAttentionGrid, "exact_bwd", BM_ExactBackward);
+  RegisterFamily(kAttentionGrid, "exact_fwd", [](benchmark::State& s) { BM_ExactForward(s); });
+  RegisterFamily(kAttentionGrid, "exact_bwd", [](benchmark::State& s) { BM_ExactBackward(s); });
+  // Low-precision operands (spec §4), named exact+qk=int8+pv=bf16 and so on.
+  for (const char* text : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=int8,pv=int8",
+                           "qk=fp8e4m3,pv=fp8e4m3", "qk=int8,pv=bf16"}) {
+    const Precision precision = ParsePrecision(text);
+    std::string name = "exact+" + FormatPrecision(precision);
+    std::replace(name.begin(), name.end(), ':', '+');
+    RegisterFamily(kPrecisionGrid, name + "_fwd", BM_ExactForward, precision);
+    RegisterFamily(kPrecisionGrid, name + "_bwd", BM_ExactBackward, precision);
+  }
   RegisterFamily(kAttentionGrid, "naive_fwd", BM_NaiveForward);
   // The K-interval variants the paper's table turns on (spec/harness.md §4).
   for (const char* text : {"K=4,round=nearest,ste=weight", "K=4,cal=window,round=nearest,ste=prob",

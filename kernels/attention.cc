@@ -61,7 +61,9 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
     SimulatedOperands operands(shape, options.precision);
-    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, operands.Substitute(args));
+    AttentionProblem coded = problem;
+    const ForwardArgs in = operands.SubstituteForward(args, coded);
+    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(coded, in);
   });
 }
 

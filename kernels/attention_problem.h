@@ -4,6 +4,7 @@
 #define LPATTN_KERNELS_ATTENTION_PROBLEM_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <algorithm>
 
@@ -11,6 +12,15 @@
 #include "tbb/task_arena.h"
 
 namespace lpattn {
+
+// K or V held as 16-bit codes (bf16 or fp16) instead of floats: spec §4's native low-precision
+// path, where the forward decodes each key tile into fp32 as it reads it. Null data: the
+// tensor is read as floats from the call's arguments.
+struct CodedKv {
+  const uint16_t* data = nullptr;
+  Strides strides;
+  bool fp16 = false;  // else bf16
+};
 
 struct AttentionProblem {
   size_t batch, heads, kv_heads, q_len, kv_len, dim;
@@ -20,6 +30,8 @@ struct AttentionProblem {
   const float* sink_logits;  // null with the off-by-one softmax (tau = 0)
   // The forward divides each query by max(||q||, 1e-12) as it packs it (thresholded attention).
   bool unit_queries = false;
+  // The forward reads K and V from these when set (dense transforms only; the backward never).
+  CodedKv k_codes, v_codes;
 
   size_t group() const { return heads / kv_heads; }
   float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }

@@ -100,7 +100,9 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
     SimulatedOperands operands(shape, options.precision);
-    HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(problem, kint, operands.Substitute(args));
+    AttentionProblem coded = problem;
+    const KIntervalForwardArgs in = operands.SubstituteForward(args, coded);
+    HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(coded, kint, in);
   });
 }
 

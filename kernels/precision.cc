@@ -55,8 +55,13 @@ Precision ParsePrecision(const std::string& text) {
     } else if (key == "smooth_k") {
       if (value != "0" && value != "1") Reject("bad value '" + value + "' for smooth_k (0 or 1)");
       p.smooth_k = value == "1";
+    } else if (key == "path") {
+      if (value != "native" && value != "sim") {
+        Reject("bad value '" + value + "' for path (native or sim)");
+      }
+      p.path = value == "sim" ? ComputePath::kSimulated : ComputePath::kNative;
     } else {
-      Reject("unknown option '" + key + "' (known: qk, pv, gran, block, smooth_k)");
+      Reject("unknown option '" + key + "' (known: qk, pv, gran, block, smooth_k, path)");
     }
   }, Reject);
   ValidatePrecision(p);
@@ -74,6 +79,7 @@ std::string FormatPrecision(const Precision& p) {
   }
   if (p.block != d.block) add("block=" + std::to_string(p.block));
   if (p.smooth_k) add("smooth_k=1");
+  if (p.path != d.path) add("path=sim");
   return out;
 }
 

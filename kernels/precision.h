@@ -12,6 +12,16 @@
 
 namespace lpattn {
 
+// How quantized operands are computed with. Both give the same numbers up to fp32 summation
+// order (tested): the native path only changes where the conversion happens.
+enum class ComputePath {
+  // Low-precision storage read by the kernels where the CPU gains from it: bf16 and fp16 K and
+  // V held as 16-bit codes and decoded tile by tile in the forward of the dense transforms
+  // (exact, K-interval). Everything else is simulated.
+  kNative,
+  kSimulated,  // quantize, then dequantize into fp32 copies, for every operand
+};
+
 struct Precision {
   quant::Format qk = quant::Format::kFp32;  // Q and K
   quant::Format pv = quant::Format::kFp32;  // V
@@ -20,6 +30,7 @@ struct Precision {
   quant::Granularity granularity = quant::Granularity::kBlock;
   int64_t block = quant::kDefaultBlock;
   bool smooth_k = false;  // K smoothing (quantizer.h): a no-op with qk = fp32
+  ComputePath path = ComputePath::kNative;
 
   bool IsFp32() const { return qk == quant::Format::kFp32 && pv == quant::Format::kFp32; }
   // The quantizer of each operand.
@@ -30,7 +41,7 @@ struct Precision {
 
 // Option text, "key=value" items separated by ',' or ':': qk=FORMAT, pv=FORMAT (fp32, bf16,
 // fp16, fp8e4m3, fp8e5m2, int8), gran=tensor|token|block|channel, block=N (>= 1),
-// smooth_k=0|1. Throws std::invalid_argument with the offending item.
+// smooth_k=0|1, path=native|sim. Throws std::invalid_argument with the offending item.
 Precision ParsePrecision(const std::string& text);
 // The options that differ from the default, ':'-separated ("" for fp32); parses back.
 std::string FormatPrecision(const Precision& precision);

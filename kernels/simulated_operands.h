@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/attention_problem.h"
 
 namespace lpattn {
 
@@ -31,13 +32,36 @@ class SimulatedOperands {
     args.v = Value(args.v);
     return args;
   }
+  // The same for a dense transform's forward, taking the native path where the precision
+  // allows it: K and V in bf16 or fp16 are encoded to 16-bit codes into problem's k_codes and
+  // v_codes (their float views in the result are then unused) instead of being simulated.
+  template <class Args>
+  Args SubstituteForward(Args args, AttentionProblem& problem) {
+    args.q = Query(args.q);
+    const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
+    if (Native(key)) {
+      problem.k_codes = Encode(args.k, key.format);
+    } else {
+      args.k = Key(args.k);
+    }
+    if (Native(value)) {
+      problem.v_codes = Encode(args.v, value.format);
+    } else {
+      args.v = Value(args.v);
+    }
+    return args;
+  }
 
  private:
   ConstTensor Quantize(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                        int64_t tokens, const char* name);
+  // bf16 or fp16 without smoothing, on the native path: storage the forward decodes itself.
+  bool Native(const quant::QuantSpec& spec) const;
+  CodedKv Encode(ConstTensor t, quant::Format format);
   AttentionShape shape_;
   Precision precision_;
   std::deque<std::vector<float>> copies_;
+  std::deque<std::vector<uint16_t>> codes_;
 };
 
 }  // namespace lpattn

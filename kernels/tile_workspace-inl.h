@@ -21,6 +21,8 @@
 #include "kernels/attention_problem.h"
 #include "kernels/matmul_tile-inl.h"
 #include "kernels/tile_sizes.h"
+#include "quant/codec-inl.h"
+#include "quant/format.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 
@@ -39,11 +41,20 @@ HWY_INLINE size_t PaddedDim(size_t dim) {
 struct HeadRows {
   const float* data;
   size_t token_stride;
+  const uint16_t* codes = nullptr;  // 16-bit codes instead of data (CodedKv), same strides
+  bool fp16 = false;
   const float* row(size_t t) const { return data + t * token_stride; }
 };
 HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
   return {t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head),
           size_t(t.strides.token)};
+}
+// K or V rows of a head: from 16-bit codes when the problem holds them, else from t.
+HWY_INLINE HeadRows KvRowsOf(const ConstTensor& t, const CodedKv& coded, size_t b, size_t h) {
+  if (coded.data == nullptr) return RowsOf(t, b, h);
+  return {nullptr, size_t(coded.strides.token),
+          coded.data + b * size_t(coded.strides.batch) + h * size_t(coded.strides.head),
+          coded.fp16};
 }
 HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
   return t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head) +
@@ -68,12 +79,14 @@ struct TileWorkspace {
         acc_b(hwy::AllocateAligned<float>(kRows)),
         acc_c(hwy::AllocateAligned<float>(kRows)),
         rows(hwy::AllocateAligned<float>(kRows)),
-        rows2(hwy::AllocateAligned<float>(kRows)) {}
+        rows2(hwy::AllocateAligned<float>(kRows)),
+        key_rows(hwy::AllocateAligned<float>(kRows)) {}
   hwy::AlignedFreeUniquePtr<float[]> panel_a, panel_b;
   hwy::AlignedFreeUniquePtr<float[]> scores, grads;
   hwy::AlignedFreeUniquePtr<float[]> slopes;  // a sparse transform's da/ds tile
   hwy::AlignedFreeUniquePtr<float[]> acc_a, acc_b, acc_c;  // accumulators
   hwy::AlignedFreeUniquePtr<float[]> rows, rows2;       // zero-padded operand rows
+  hwy::AlignedFreeUniquePtr<float[]> key_rows;          // a decoded key tile (CodedKv)
   HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
   uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
   HWY_ALIGN float factor[kTileMax];
@@ -118,8 +131,43 @@ HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size
 
 // Right operand of a D-wide product: the rows themselves when D fills whole vectors, else a
 // zero-padded copy (reading past D in the caller's memory is not allowed).
+// Rows [first, first + n) of 16-bit codes decoded to fp32 rows of out_stride floats, zero
+// beyond dim: the native bf16/fp16 path's conversion, one L1-sized tile at a time.
+HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t dim,
+                           size_t out_stride, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(di)> d16;
+  const size_t N = hn::Lanes(df);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t* codes = src.codes + (first + i) * src.token_stride;
+    float* row = out + i * out_stride;
+    size_t c = 0;
+    for (; c + N <= dim; c += N) {
+      const auto wide = hn::PromoteTo(di, hn::LoadU(d16, codes + c));
+      hn::StoreU(src.fp16 ? quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kFp16Layout>(df, wide)
+                          : quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kBf16Layout>(df, wide),
+                 df, row + c);
+    }
+    for (; c < dim; ++c) row[c] = src.fp16 ? quant::DecodeFp16(codes[c]) : quant::DecodeBf16(codes[c]);
+    std::fill(row + dim, row + out_stride, 0.0f);
+  }
+}
+
+// Key rows [first, first + n) as a score product's left operand: in place, or decoded.
+HWY_INLINE LhsView KeyTile(const HeadRows& k, size_t first, size_t n, size_t dim,
+                           float* HWY_RESTRICT scratch) {
+  if (k.codes == nullptr) return {k.row(first), k.token_stride, 1};
+  DecodeRows(k, first, n, dim, dim, scratch);
+  return {scratch, dim, 1};
+}
+
 HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,
                            size_t padded_dim, float* HWY_RESTRICT scratch) {
+  if (src.codes != nullptr) {
+    DecodeRows(src, first, n, dim, padded_dim, scratch);
+    return {scratch, padded_dim};
+  }
   if (dim == padded_dim) return {src.row(first), src.token_stride};
   for (size_t i = 0; i < n; ++i) {
     const float* row = src.row(first + i);

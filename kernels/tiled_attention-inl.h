@@ -79,8 +79,8 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
     const HeadRows q = RowsOf(args.q, b, h);
-    const HeadRows k = RowsOf(args.k, b, h / p.group());
-    const HeadRows v = RowsOf(args.v, b, h / p.group());
+    const HeadRows k = KvRowsOf(args.k, p.k_codes, b, h / p.group());
+    const HeadRows v = KvRowsOf(args.v, p.v_codes, b, h / p.group());
     float* q_panel = ws.panel_a.get();
     float* scores = ws.scores.get();
     float* out = ws.acc_a.get();
@@ -101,8 +101,8 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
       for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
         const size_t nk = std::min(kTileK, p.kv_len - j0);
         float* tile = cache != nullptr ? cache + j0 * kTileQ : scores;
-        MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {tile, kTileQ}, nk,
-                      columns, dim);
+        MatMul<false>(KeyTile(k, j0, nk, dim, ws.key_rows.get()), {q_panel, kTileQ},
+                      {tile, kTileQ}, nk, columns, dim);
         const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
         tr.ObserveTile(tile, nk, columns, j0, ws.visible, all_visible, state);
       }
@@ -113,8 +113,8 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
       if (cache != nullptr) {
         scores = cache + j0 * kTileQ;
       } else {
-        MatMul<false>({k.row(j0), k.token_stride, 1}, {q_panel, kTileQ}, {scores, kTileQ}, nk,
-                      columns, dim);
+        MatMul<false>(KeyTile(k, j0, nk, dim, ws.key_rows.get()), {q_panel, kTileQ},
+                      {scores, kTileQ}, nk, columns, dim);
       }
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
       if constexpr (Transform::kSparseWeights) {

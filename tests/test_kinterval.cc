@@ -495,7 +495,8 @@ TEST(KIntervalKernel, BackwardMatchesReference) {
 // quantizes the same operands with the same quantizers.
 TEST(KIntervalKernel, MatchesReferenceWithLowPrecisionOperands) {
   for (const char* precision : {"qk=int8,pv=int8", "qk=fp8e4m3,pv=fp8e5m2,gran=token",
-                                "qk=bf16,pv=fp16", "qk=int8,gran=channel,smooth_k=1,pv=fp8e4m3"}) {
+                                "qk=bf16,pv=fp16", "qk=bf16,pv=fp16,path=sim",
+                                "qk=int8,gran=channel,smooth_k=1,pv=fp8e4m3"}) {
     for (const char* text : {"K=4", "K=16,cal=window,W=3,ste=weight", "K=4,ste=prob"}) {
       for (bool causal : {false, true}) {
         ExpectMatchesReference({1, 2, 1, 65, 65, 32}, causal, Layout::kBTHD, text,

@@ -23,6 +23,8 @@ TEST(PrecisionOptions, ParsesAndFormatsBack) {
   EXPECT_EQ(FormatPrecision(p), "qk=int8:pv=fp8e4m3:gran=token:smooth_k=1");
   EXPECT_EQ(FormatPrecision(ParsePrecision(FormatPrecision(p))), FormatPrecision(p));
   EXPECT_EQ(FormatPrecision(ParsePrecision("")), "");
+  EXPECT_EQ(ParsePrecision("path=sim").path, ComputePath::kSimulated);
+  EXPECT_EQ(FormatPrecision(ParsePrecision("qk=bf16,path=sim")), "qk=bf16:path=sim");
   EXPECT_TRUE(ParsePrecision("qk=fp32,pv=fp32").IsFp32());
   EXPECT_EQ(ParsePrecision("block=32").block, 32);
   // Q cannot take per-channel scales (they would sit inside the dot product): per token.
@@ -32,7 +34,7 @@ TEST(PrecisionOptions, ParsesAndFormatsBack) {
 
 TEST(PrecisionOptions, RejectsBadTextNamingTheItem) {
   for (const char* text : {"qk=int4", "pv=", "gran=row", "block=0", "block=2.5", "smooth_k=yes",
-                           "p=int8", "qk"}) {
+                           "p=int8", "qk", "path=fast"}) {
     try {
       ParsePrecision(text);
       ADD_FAILURE() << "accepted " << text;
@@ -80,6 +82,32 @@ TEST(PrecisionKernels, ExactMatchesReferenceWithEveryFormatAndGranularity) {
       ExpectMatchesReference(AttentionCase({2, 4, 2, 70, 130, 32}, causal, SinkMode::kLearned,
                                            Layout::kBTHD, 3),
                              precision);
+    }
+  }
+}
+
+// The native path (bf16/fp16 K and V decoded tile by tile in the forward) and the simulation
+// path give the same numbers: the decoded values are the dequantized ones, and the products
+// run in the same order. Odd head dimensions exercise the decoder's tails and padding.
+TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
+  for (const char* precision : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=bf16,pv=int8",
+                                "qk=int8,pv=fp16", "qk=fp16,pv=bf16,gran=token"}) {
+    for (const AttentionShape shape : {AttentionShape{1, 2, 1, 65, 65, 64},
+                                       AttentionShape{2, 4, 2, 70, 130, 3},
+                                       AttentionShape{1, 2, 2, 130, 40, 80}}) {
+      AttentionCase c(shape, true, SinkMode::kNone, Layout::kBTHD, 5);
+      for (const std::string& target : SupportedTargets()) {
+        SCOPED_TRACE(std::string(precision) + " on " + target + " D" +
+                     std::to_string(shape.head_dim));
+        ScopedTarget pin(target);
+        ASSERT_TRUE(pin.ok);
+        c.options.precision = ParsePrecision(std::string(precision) + ",path=sim");
+        const KernelOutputs simulated = c.Run(false);
+        c.options.precision = ParsePrecision(precision);
+        const KernelOutputs native = c.Run(false);
+        EXPECT_LE(ScaledMaxError(native.o.Dense(), simulated.o.Dense()), 1e-6);
+        EXPECT_LE(ScaledMaxError(ToDouble(native.lse), ToDouble(simulated.lse)), 1e-6);
+      }
     }
   }
 }
