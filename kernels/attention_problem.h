@@ -22,6 +22,17 @@ struct CodedKv {
   bool fp16 = false;  // else bf16
 };
 
+// Q and K as int8 codes widened to int16, with a scale per token: spec §4's native int8 Q K^T.
+// Rows hold `pairs` channel pairs (the last padded with 0 for an odd head_dim); dense layouts
+// [batch, heads, q_len] and [batch, kv_heads, kv_len] of rows.
+struct IntQk {
+  const int16_t* q = nullptr;   // [rows][2 pairs]
+  const float* q_scale = nullptr;
+  const int32_t* k = nullptr;   // [rows][pairs], each word the int16 pair (k[2p], k[2p + 1])
+  const float* k_scale = nullptr;
+  size_t pairs = 0;
+};
+
 struct AttentionProblem {
   size_t batch, heads, kv_heads, q_len, kv_len, dim;
   bool causal;
@@ -32,6 +43,7 @@ struct AttentionProblem {
   bool unit_queries = false;
   // The forward reads K and V from these when set (dense transforms only; the backward never).
   CodedKv k_codes, v_codes;
+  IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
 
   size_t group() const { return heads / kv_heads; }
   float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }

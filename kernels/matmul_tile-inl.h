@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "hwy/highway.h"
 
@@ -99,28 +100,30 @@ HWY_INLINE void RowsAllColumns(const LhsView& a, size_t r0, const RhsView& b, si
 }
 static_assert(kMicroVecs == 2, "RowsAllColumns' tail covers 1 vector");
 
+// Calls fn(std::integral_constant<size_t, rows>()) for 1 <= rows <= kMicroRows: a block's row
+// count as a compile-time constant for the register tiles.
+template <class Fn>
+HWY_INLINE void WithRowCount(size_t rows, const Fn& fn) {
+  switch (rows) {
+    case 6: return fn(std::integral_constant<size_t, 6>());
+    case 5: return fn(std::integral_constant<size_t, 5>());
+    case 4: return fn(std::integral_constant<size_t, 4>());
+    case 3: return fn(std::integral_constant<size_t, 3>());
+    case 2: return fn(std::integral_constant<size_t, 2>());
+    case 1: return fn(std::integral_constant<size_t, 1>());
+    default: return;
+  }
+}
+static_assert(kMicroRows == 6, "WithRowCount's switch covers 1..6 rows");
+
 // One block of `rows` <= kMicroRows rows with a shared inner range.
 template <bool kAccumulate>
 HWY_INLINE void RowBlock(size_t rows, const LhsView& a, size_t r0, const RhsView& b, size_t cols,
                          const OutView& c, size_t k_begin, size_t k_end) {
-  switch (rows) {
-    case 6:
-      return RowsAllColumns<6, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
-    case 5:
-      return RowsAllColumns<5, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
-    case 4:
-      return RowsAllColumns<4, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
-    case 3:
-      return RowsAllColumns<3, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
-    case 2:
-      return RowsAllColumns<2, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
-    case 1:
-      return RowsAllColumns<1, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
-    default:
-      return;
-  }
+  WithRowCount(rows, [&](auto kRows) HWY_ATTR {
+    RowsAllColumns<decltype(kRows)::value, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
+  });
 }
-static_assert(kMicroRows == 6, "RowBlock's switch covers 1..6 rows");
 
 // C (rows x cols) (+)= A (rows x inner) * B (inner x cols), one inner range for all rows.
 template <bool kAccumulate>

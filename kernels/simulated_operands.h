@@ -35,14 +35,19 @@ class SimulatedOperands {
   // The same for a dense transform's forward, taking the native path where the precision
   // allows it: K and V in bf16 or fp16 are encoded to 16-bit codes into problem's k_codes and
   // v_codes (their float views in the result are then unused) instead of being simulated.
+  // Q and K in int8 (not per channel, not smoothed) become IntQk codes for integer products.
   template <class Args>
   Args SubstituteForward(Args args, AttentionProblem& problem) {
-    args.q = Query(args.q);
     const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
-    if (Native(key)) {
-      problem.k_codes = Encode(args.k, key.format);
+    if (NativeInt8(key)) {  // the scores come from problem.int_qk: args.q and args.k unread
+      problem.int_qk = EncodeIntQk(args.q, args.k);
     } else {
-      args.k = Key(args.k);
+      args.q = Query(args.q);
+      if (Native(key)) {
+        problem.k_codes = Encode(args.k, key.format);
+      } else {
+        args.k = Key(args.k);
+      }
     }
     if (Native(value)) {
       problem.v_codes = Encode(args.v, value.format);
@@ -58,10 +63,15 @@ class SimulatedOperands {
   // bf16 or fp16 without smoothing, on the native path: storage the forward decodes itself.
   bool Native(const quant::QuantSpec& spec) const;
   CodedKv Encode(ConstTensor t, quant::Format format);
+  // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.
+  bool NativeInt8(const quant::QuantSpec& key) const;
+  IntQk EncodeIntQk(ConstTensor q, ConstTensor k);
   AttentionShape shape_;
   Precision precision_;
   std::deque<std::vector<float>> copies_;
   std::deque<std::vector<uint16_t>> codes_;
+  std::deque<std::vector<int16_t>> int_queries_;
+  std::deque<std::vector<int32_t>> int_keys_;
 };
 
 }  // namespace lpattn

@@ -19,6 +19,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/attention_problem.h"
+#include "kernels/int_matmul_tile-inl.h"
 #include "kernels/matmul_tile-inl.h"
 #include "kernels/tile_sizes.h"
 #include "quant/codec-inl.h"
@@ -80,13 +81,16 @@ struct TileWorkspace {
         acc_c(hwy::AllocateAligned<float>(kRows)),
         rows(hwy::AllocateAligned<float>(kRows)),
         rows2(hwy::AllocateAligned<float>(kRows)),
-        key_rows(hwy::AllocateAligned<float>(kRows)) {}
+        key_rows(hwy::AllocateAligned<float>(kRows)),
+        int_panel(hwy::AllocateAligned<int16_t>(kPanel)) {}
   hwy::AlignedFreeUniquePtr<float[]> panel_a, panel_b;
   hwy::AlignedFreeUniquePtr<float[]> scores, grads;
   hwy::AlignedFreeUniquePtr<float[]> slopes;  // a sparse transform's da/ds tile
   hwy::AlignedFreeUniquePtr<float[]> acc_a, acc_b, acc_c;  // accumulators
   hwy::AlignedFreeUniquePtr<float[]> rows, rows2;       // zero-padded operand rows
   hwy::AlignedFreeUniquePtr<float[]> key_rows;          // a decoded key tile (CodedKv)
+  hwy::AlignedFreeUniquePtr<int16_t[]> int_panel;       // int8 queries' pair panel (IntQk)
+  HWY_ALIGN float col_scale[kTileMax];                  // and their scales
   HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
   uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
   HWY_ALIGN float factor[kTileMax];
@@ -160,6 +164,40 @@ HWY_INLINE LhsView KeyTile(const HeadRows& k, size_t first, size_t n, size_t dim
   if (k.codes == nullptr) return {k.row(first), k.token_stride, 1};
   DecodeRows(k, first, n, dim, dim, scratch);
   return {scratch, dim, 1};
+}
+
+// The int8 path's query panel of one query tile (IntQk): pair p of query i at
+// panel[p][2 i .. 2 i + 1], and col_scale[i] = the query's scale times the score scale (0 for
+// the padding columns, whose codes are 0 too).
+HWY_INLINE void PackIntQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
+                               size_t nq, TileWorkspace& ws) {
+  const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
+  int16_t* panel = ws.int_panel.get();
+  std::fill(panel, panel + pairs * 2 * kTileQ, int16_t(0));
+  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
+    for (size_t pair = 0; pair < pairs; ++pair) {
+      panel[pair * 2 * kTileQ + 2 * i] = q[2 * pair];
+      panel[pair * 2 * kTileQ + 2 * i + 1] = q[2 * pair + 1];
+    }
+    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+  }
+}
+
+// The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
+// q_panel, or in ws's int panel on the int8 path), key-major with row stride kTileQ.
+HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
+                          size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,
+                          TileWorkspace& ws) {
+  if (p.int_qk.k != nullptr) {
+    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    IntMatMul({p.int_qk.k + row0 * pairs, pairs, p.int_qk.k_scale + row0},
+              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
+    return;
+  }
+  MatMul<false>(KeyTile(k, j0, nk, p.dim, ws.key_rows.get()), {q_panel, kTileQ}, {out, kTileQ},
+                nk, columns, p.dim);
 }
 
 HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,

@@ -84,7 +84,11 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     float* q_panel = ws.panel_a.get();
     float* scores = ws.scores.get();
     float* out = ws.acc_a.get();
-    PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel, p.unit_queries);
+    if (p.int_qk.q != nullptr) {
+      PackIntQueries(p, b, h, i0, nq, ws);
+    } else {
+      PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel, p.unit_queries);
+    }
     if (two_views) PackTransposed(RowsOf(second.q, b, h), i0, nq, dim, p.scale, kTileQ,
                                   ws.panel_b.get(), p.unit_queries);
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
@@ -101,8 +105,7 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
       for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
         const size_t nk = std::min(kTileK, p.kv_len - j0);
         float* tile = cache != nullptr ? cache + j0 * kTileQ : scores;
-        MatMul<false>(KeyTile(k, j0, nk, dim, ws.key_rows.get()), {q_panel, kTileQ},
-                      {tile, kTileQ}, nk, columns, dim);
+        ScoreTile(p, k, b, h / p.group(), j0, nk, columns, q_panel, tile, ws);
         const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
         tr.ObserveTile(tile, nk, columns, j0, ws.visible, all_visible, state);
       }
@@ -113,8 +116,7 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
       if (cache != nullptr) {
         scores = cache + j0 * kTileQ;
       } else {
-        MatMul<false>(KeyTile(k, j0, nk, dim, ws.key_rows.get()), {q_panel, kTileQ},
-                      {scores, kTileQ}, nk, columns, dim);
+        ScoreTile(p, k, b, h / p.group(), j0, nk, columns, q_panel, scores, ws);
       }
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
       if constexpr (Transform::kSparseWeights) {

@@ -168,4 +168,28 @@ void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, 
   });
 }
 
+void QuantizeToCodes(const QuantSpec& spec, const TensorView& x, uint8_t* codes,
+                     float* token_scales, const char* what) {
+  ValidateSpec(spec, what);
+  if (FormatBytes(spec.format) != 1 || spec.granularity == Granularity::kChannel || spec.smooth) {
+    throw std::invalid_argument(std::string(what) +
+                                ": codes need an 8-bit format with per-token, per-block or "
+                                "per-tensor scales and no smoothing");
+  }
+  const Slices s{spec, x};
+  const int64_t dim = x.dim, groups = s.GroupsPerSlice();
+  const std::vector<float> scales = GroupScales(spec, GroupMaxima(s, {}, what), what);
+  tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
+    for (int64_t t = 0; t < x.tokens; ++t) {
+      const int64_t g = spec.granularity == Granularity::kToken   ? t
+                        : spec.granularity == Granularity::kBlock ? t / spec.block
+                                                                  : 0;
+      const float scale = scales[size_t(slice * groups + g)];
+      token_scales[slice * x.tokens + t] = scale;
+      EncodeRow(spec.format, s.Row(slice, t), scale, codes + (slice * x.tokens + t) * dim,
+                size_t(dim));
+    }
+  });
+}
+
 }  // namespace lpattn::quant

@@ -50,6 +50,14 @@ void ValidateSpec(const QuantSpec& spec, const char* what);
 // scale underflows to zero.
 void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, const char* what);
 
+// The storage of the native path: each element's code (FormatBytes(spec.format) == 1: fp8 or
+// int8) into codes, dense [batch, heads, tokens, dim], and each token's scale (its group's)
+// into token_scales [batch, heads, tokens], so that decode(code) * scale is exactly what
+// QuantizeDequantize writes. Not for per-channel scales or smoothing (std::invalid_argument);
+// otherwise throws as QuantizeDequantize does, before writing anything.
+void QuantizeToCodes(const QuantSpec& spec, const TensorView& x, uint8_t* codes,
+                     float* token_scales, const char* what);
+
 }  // namespace lpattn::quant
 
 #endif  // LPATTN_QUANT_QUANTIZER_H_

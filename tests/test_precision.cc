@@ -86,12 +86,13 @@ TEST(PrecisionKernels, ExactMatchesReferenceWithEveryFormatAndGranularity) {
   }
 }
 
-// The native path (bf16/fp16 K and V decoded tile by tile in the forward) and the simulation
-// path give the same numbers: the decoded values are the dequantized ones, and the products
-// run in the same order. Odd head dimensions exercise the decoder's tails and padding.
+// The native path (bf16/fp16 K and V decoded tile by tile in the forward; int8 Q K^T as exact
+// integer sums scaled once) and the simulation path give the same numbers up to fp32 rounding.
+// Odd head dimensions exercise the decoder's tails and the int8 path's padded channel pair.
 TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
   for (const char* precision : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=bf16,pv=int8",
-                                "qk=int8,pv=fp16", "qk=fp16,pv=bf16,gran=token"}) {
+                                "qk=int8,pv=fp16", "qk=fp16,pv=bf16,gran=token",
+                                "qk=int8,pv=int8,gran=tensor", "qk=int8,pv=bf16,block=16"}) {
     for (const AttentionShape shape : {AttentionShape{1, 2, 1, 65, 65, 64},
                                        AttentionShape{2, 4, 2, 70, 130, 3},
                                        AttentionShape{1, 2, 2, 130, 40, 80}}) {

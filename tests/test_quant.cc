@@ -329,6 +329,35 @@ TEST(QuantQuantizer, SmoothingRemovesChannelOffsets) {
   EXPECT_LT(error(true), 0.05);
 }
 
+// The native path's codes and per-token scales decode to exactly the simulation's values.
+TEST(QuantQuantizer, CodesDecodeToTheSimulatedValues) {
+  Dense x = RandomTensor(2, 3, 41, 20, 13);
+  x.at(1, 0, 7, 3) = 25.0f;
+  for (Format f : {Format::kInt8, Format::kFp8E4M3, Format::kFp8E5M2}) {
+    for (Granularity g : {Granularity::kTensor, Granularity::kToken, Granularity::kBlock}) {
+      const QuantSpec spec{f, g, 16, false};
+      std::vector<float> simulated(x.data.size());
+      QuantizeDequantize(spec, x.view(), simulated.data(), "X");
+      std::vector<uint8_t> codes(x.data.size());
+      std::vector<float> scales(2 * 3 * 41);
+      QuantizeToCodes(spec, x.view(), codes.data(), scales.data(), "X");
+      for (size_t i = 0; i < codes.size(); ++i) {
+        std::vector<float> decoded(1);
+        DecodeRow(f, &codes[i], scales[i / 20], decoded.data(), 1);
+        ASSERT_EQ(decoded[0], simulated[i]) << FormatName(f) << " " << GranularityName(g) << " " << i;
+      }
+    }
+  }
+  std::vector<uint8_t> codes(x.data.size());
+  std::vector<float> scales(2 * 3 * 41);
+  EXPECT_THROW(QuantizeToCodes({Format::kInt8, Granularity::kChannel, 64, false}, x.view(),
+                               codes.data(), scales.data(), "X"),
+               std::invalid_argument);
+  EXPECT_THROW(QuantizeToCodes({Format::kBf16, Granularity::kToken, 64, false}, x.view(),
+                               codes.data(), scales.data(), "X"),
+               std::invalid_argument);
+}
+
 TEST(QuantQuantizer, ZeroGroupsGiveZerosAndBadInputIsRejected) {
   Dense x = RandomTensor(1, 1, 8, 8, 1);
   for (int64_t c = 0; c < 8; ++c) x.at(0, 0, 3, c) = 0.0f;

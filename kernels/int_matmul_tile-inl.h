@@ -1,0 +1,107 @@
+// The integer score product of the native int8 path (spec §4: int8 Q K^T with widened
+// multiply-accumulate): S^T = diag(row_scale) (K Q^T) diag(col_scale), where K and Q hold int8
+// codes widened to int16, the 16-bit products of each pair of channels are summed into int32
+// (x86's pmaddwd: twice the multiply-accumulates of an fp32 FMA per instruction), and the exact
+// integer sums are scaled once at the end.
+//
+// Layouts: a key row is `pairs` int32 words, each the int16 codes (k[2p], k[2p + 1]); the query
+// panel holds, for pair p, `width` queries' interleaved int16 pairs (q_i[2p], q_i[2p + 1]).
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_INT_MATMUL_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_INT_MATMUL_TILE_INL_H_
+#undef LPATTN_KERNELS_INT_MATMUL_TILE_INL_H_
+#else
+#define LPATTN_KERNELS_INT_MATMUL_TILE_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "hwy/highway.h"
+#include "kernels/matmul_tile-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct PairRows {            // the left operand: key rows of channel pairs
+  const int32_t* data;
+  size_t row_stride;         // in pairs
+  const float* row_scale;    // per row
+};
+struct PairPanel {           // the right operand: [pairs][width] interleaved int16 pairs
+  const int16_t* data;
+  size_t width;
+  const float* col_scale;    // per column
+};
+
+// C[r0 + r][c0 : c0 + kVecs * N] = row_scale * col_scale * sum over pairs, for kRows rows.
+template <size_t kRows, size_t kVecs>
+HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, size_t c0,
+                             const OutView& c, size_t pairs) {
+  const hn::ScalableTag<int32_t> d32;
+  const hn::Repartition<int16_t, decltype(d32)> d16;
+  const hn::Rebind<float, decltype(d32)> df;
+  using V32 = hn::Vec<decltype(d32)>;
+  const size_t N = hn::Lanes(d32);
+  V32 acc[kRows][kVecs], odd[kRows][kVecs];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = odd[r][v] = hn::Zero(d32);
+  }
+  const int32_t* a_ptr = a.data + r0 * a.row_stride;
+  const int16_t* b_ptr = b.data + 2 * c0;
+  for (size_t k = 0; k < pairs; ++k) {
+    hn::Vec<decltype(d16)> bv[kVecs];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d16, b_ptr + 2 * v * N);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < kRows; ++r) {
+      const auto av = hn::BitCast(d16, hn::Set(d32, a_ptr[r * a.row_stride + k]));
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v) {
+        acc[r][v] = hn::ReorderWidenMulAccumulate(d32, av, bv[v], acc[r][v], odd[r][v]);
+      }
+    }
+    b_ptr += 2 * b.width;
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+    const auto row_scale = hn::Set(df, a.row_scale[r0 + r]);
+    float* c_row = c.data + (r0 + r) * c.row_stride + c0;
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) {
+      const auto sums = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(acc[r][v], odd[r][v]));
+      const auto scales = hn::Mul(row_scale, hn::LoadU(df, b.col_scale + c0 + v * N));
+      hn::StoreU(hn::Mul(sums, scales), df, c_row + v * N);
+    }
+  }
+}
+
+// C (rows x cols) = the scaled integer product; cols a multiple of the vector length.
+HWY_INLINE void IntMatMul(const PairRows& a, const PairPanel& b, const OutView& c, size_t rows,
+                          size_t cols, size_t pairs) {
+  const size_t N = hn::Lanes(hn::ScalableTag<int32_t>());
+  for (size_t r0 = 0; r0 < rows; r0 += kMicroRows) {
+    WithRowCount(std::min(kMicroRows, rows - r0), [&](auto kRows) HWY_ATTR {
+      constexpr size_t kR = decltype(kRows)::value;
+      size_t c0 = 0;
+      for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
+        IntMicroTile<kR, kMicroVecs>(a, r0, b, c0, c, pairs);
+      }
+      if (c0 < cols) IntMicroTile<kR, 1>(a, r0, b, c0, c, pairs);
+    });
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
