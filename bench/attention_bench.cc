@@ -22,6 +22,7 @@
 #include "bench/peak_fma.h"
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/prepared_kv.h"
 #include "kernels/threshold.h"
 #include "kernels/value_gate.h"
 
@@ -138,6 +139,26 @@ void BM_ExactForward(benchmark::State& state, const Precision& precision = {}) {
     }
   }
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+}
+
+// K and V prepared once, untimed (an engine's KV cache); the forward reads them as stored.
+// The counter kv_bytes is the prepared storage (fp32 K and V: 8 bytes per element pair).
+void BM_PreparedForward(benchmark::State& state, const Precision& precision) {
+  BenchConfig config = ConfigOf(state);
+  config.options.precision = precision;
+  ForwardBuffers buffers(config.shape);
+  const ForwardArgs args = buffers.Args();
+  std::unique_ptr<PreparedKv> kv;
+  try {
+    kv = std::make_unique<PreparedKv>(config.shape, precision, args.k, args.v,
+                                      config.options.threads);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) ExactForward(config.shape, config.options, args.q, *kv, args.o, args.lse);
+  SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+  state.counters["kv_bytes"] = double(kv->StorageBytes());
 }
 
 // One untimed forward provides O and lse; only ExactBackward is timed.
@@ -511,7 +532,9 @@ const bool kRegistered = [] {
     std::replace(name.begin(), name.end(), ':', '+');
     RegisterFamily(kPrecisionGrid, name + "_fwd", BM_ExactForward, precision);
     RegisterFamily(kPrecisionGrid, name + "_bwd", BM_ExactBackward, precision);
+    RegisterFamily(kPrecisionGrid, name + "+prepared_kv_fwd", BM_PreparedForward, precision);
   }
+  RegisterFamily(kPrecisionGrid, "exact+prepared_kv_fwd", BM_PreparedForward, Precision{});
   RegisterFamily(kAttentionGrid, "naive_fwd", BM_NaiveForward);
   // The K-interval variants the paper's table turns on (spec/harness.md §4).
   for (const char* text : {"K=4,round=nearest,ste=weight", "K=4,cal=window,round=nearest,ste=prob",

@@ -6,6 +6,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_problem.h"
+#include "kernels/prepared_kv_impl.h"
 #include "kernels/simulated_operands.h"
 #include "kernels/validate.h"
 
@@ -64,6 +65,37 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
     AttentionProblem coded = problem;
     const ForwardArgs in = operands.SubstituteForward(args, coded);
     HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(coded, in);
+  });
+}
+
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor q,
+                  const PreparedKv& kv, Tensor o, float* lse) {
+  const PreparedKv::Impl& prepared = kv.impl();
+  const AttentionShape& s = prepared.shape;
+  if (s.batch != shape.batch || s.kv_heads != shape.kv_heads || s.kv_len != shape.kv_len ||
+      s.head_dim != shape.head_dim) {
+    throw std::invalid_argument("lpattn attention: the prepared K and V have another shape");
+  }
+  if (FormatPrecision(prepared.precision) != FormatPrecision(options.precision)) {
+    throw std::invalid_argument("lpattn attention: K and V were prepared with precision '" +
+                                FormatPrecision(prepared.precision) + "', the call asks for '" +
+                                FormatPrecision(options.precision) + "'");
+  }
+  ValidateShapeAndOptions(shape, options);
+  ValidateQueryShaped(q, shape, "q");
+  ValidateQueryShaped(o, shape, "o");
+  if (lse == nullptr) throw std::invalid_argument("lpattn attention: lse is null");
+  // K and V as prepared: fp32 views where simulated, codes in the problem otherwise.
+  const ForwardArgs args{q, prepared.views.k, prepared.views.v, o, lse};
+  AttentionProblem problem = MakeProblem(shape, options);
+  problem.k_codes = prepared.coded.k_codes;
+  problem.v_codes = prepared.coded.v_codes;
+  problem.int_qk = prepared.coded.int_qk;
+  RunWithThreads(options.threads, [&] {
+    SimulatedOperands queries(shape, options.precision);
+    ForwardArgs in = args;
+    in.q = queries.PrepareQueries(q, problem);
+    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, in);
   });
 }
 

@@ -1,6 +1,8 @@
 // Dequantized operand copies for the simulation path (simulated_operands.h).
 #include "kernels/simulated_operands.h"
 
+#include <algorithm>
+
 #include "quant/codec.h"
 #include "quant/quantizer.h"
 #include "tbb/parallel_for.h"
@@ -41,41 +43,88 @@ bool SimulatedOperands::NativeInt8(const quant::QuantSpec& key) const {
          key.granularity != quant::Granularity::kChannel && !key.smooth;
 }
 
-IntQk SimulatedOperands::EncodeIntQk(ConstTensor q, ConstTensor k) {
-  const int64_t dim = shape_.head_dim, pairs = (dim + 1) / 2;
-  auto codes_of = [&](ConstTensor t, const quant::QuantSpec& spec, int64_t heads, int64_t tokens,
-                      const char* what, std::vector<float>& scales) {
-    std::vector<uint8_t> codes(size_t(shape_.batch * heads * tokens * dim));
-    scales.resize(size_t(shape_.batch * heads * tokens));
-    quant::QuantizeToCodes(spec,
-                           {t.data, shape_.batch, heads, tokens, dim, t.strides.batch,
-                            t.strides.head, t.strides.token},
-                           codes.data(), scales.data(), what);
-    return codes;
-  };
-  std::vector<float>& q_scales = copies_.emplace_back();
-  std::vector<float>& k_scales = copies_.emplace_back();
-  const std::vector<uint8_t> q_codes = codes_of(q, precision_.QuerySpec(), shape_.heads,
-                                                shape_.q_len, "lpattn quantized Q", q_scales);
-  const std::vector<uint8_t> k_codes = codes_of(k, precision_.KeySpec(), shape_.kv_heads,
-                                                shape_.kv_len, "lpattn quantized K", k_scales);
-  // int8 codes widened to int16, odd head dimensions padded with a zero channel.
-  auto code = [&](const std::vector<uint8_t>& codes, size_t row, int64_t c) {
-    return c < dim ? int16_t(int8_t(codes[row * size_t(dim) + size_t(c)])) : int16_t(0);
-  };
-  std::vector<int16_t>& queries = int_queries_.emplace_back(q_scales.size() * size_t(2 * pairs));
-  for (size_t row = 0; row < q_scales.size(); ++row) {
-    for (int64_t c = 0; c < 2 * pairs; ++c) queries[row * size_t(2 * pairs) + size_t(c)] = code(q_codes, row, c);
+std::vector<uint8_t> SimulatedOperands::Int8Codes(ConstTensor t, const quant::QuantSpec& spec,
+                                                  int64_t heads, int64_t tokens, const char* what,
+                                                  std::vector<float>& scales) {
+  std::vector<uint8_t> codes(size_t(shape_.batch * heads * tokens * shape_.head_dim));
+  scales.resize(size_t(shape_.batch * heads * tokens));
+  quant::QuantizeToCodes(spec,
+                         {t.data, shape_.batch, heads, tokens, shape_.head_dim, t.strides.batch,
+                          t.strides.head, t.strides.token},
+                         codes.data(), scales.data(), what);
+  return codes;
+}
+
+// Rows of int8 codes widened to int16, odd head dimensions padded with a zero channel.
+void SimulatedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
+  const size_t dim = size_t(shape_.head_dim), width = 2 * ((dim + 1) / 2);
+  std::vector<float>& scales = copies_.emplace_back();
+  const std::vector<uint8_t> codes = Int8Codes(q, precision_.QuerySpec(), shape_.heads,
+                                               shape_.q_len, "lpattn quantized Q", scales);
+  std::vector<int16_t>& rows = int_queries_.emplace_back(scales.size() * width, int16_t(0));
+  for (size_t r = 0; r < scales.size(); ++r) {
+    for (size_t c = 0; c < dim; ++c) rows[r * width + c] = int8_t(codes[r * dim + c]);
   }
-  std::vector<int32_t>& keys = int_keys_.emplace_back(k_scales.size() * size_t(pairs));
-  for (size_t row = 0; row < k_scales.size(); ++row) {
-    for (int64_t p = 0; p < pairs; ++p) {
-      const uint32_t lo = uint16_t(code(k_codes, row, 2 * p));
-      const uint32_t hi = uint16_t(code(k_codes, row, 2 * p + 1));
-      keys[row * size_t(pairs) + size_t(p)] = int32_t(lo | (hi << 16));
+  out.q = rows.data();
+  out.q_scale = scales.data();
+  out.pairs = width / 2;
+}
+
+// Each pair of channels' int16 codes (k[2p], k[2p + 1]) as one little-endian int32 word.
+void SimulatedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
+  const size_t dim = size_t(shape_.head_dim), pairs = (dim + 1) / 2;
+  std::vector<float>& scales = copies_.emplace_back();
+  const std::vector<uint8_t> codes = Int8Codes(k, precision_.KeySpec(), shape_.kv_heads,
+                                               shape_.kv_len, "lpattn quantized K", scales);
+  std::vector<int32_t>& words = int_keys_.emplace_back(scales.size() * pairs);
+  for (size_t r = 0; r < scales.size(); ++r) {
+    for (size_t p = 0; p < pairs; ++p) {
+      const uint32_t lo = uint16_t(int16_t(int8_t(codes[r * dim + 2 * p])));
+      const uint32_t hi = 2 * p + 1 < dim ? uint16_t(int16_t(int8_t(codes[r * dim + 2 * p + 1]))) : 0u;
+      words[r * pairs + p] = int32_t(lo | (hi << 16));
     }
   }
-  return {queries.data(), q_scales.data(), keys.data(), k_scales.data(), size_t(pairs)};
+  out.k = words.data();
+  out.k_scale = scales.data();
+  out.pairs = pairs;
+}
+
+SimulatedOperands::KvViews SimulatedOperands::PrepareKv(ConstTensor k, ConstTensor v,
+                                                        AttentionProblem& problem) {
+  const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
+  KvViews views{k, v};
+  if (NativeInt8(key)) {
+    EncodeIntKeys(k, problem.int_qk);
+  } else if (Native(key)) {
+    problem.k_codes = Encode(k, key.format);
+  } else {
+    views.k = Key(k);
+  }
+  if (Native(value)) {
+    problem.v_codes = Encode(v, value.format);
+  } else {
+    views.v = Value(v);
+  }
+  return views;
+}
+
+ConstTensor SimulatedOperands::OwnKeyShaped(ConstTensor t) {
+  const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
+  std::vector<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  for (int64_t slice = 0; slice < shape_.batch * heads; ++slice) {
+    for (int64_t j = 0; j < tokens; ++j) {
+      const float* row = t.data + (slice / heads) * t.strides.batch +
+                         (slice % heads) * t.strides.head + j * t.strides.token;
+      std::copy(row, row + dim, copy.data() + (slice * tokens + j) * dim);
+    }
+  }
+  return {copy.data(), ContiguousBHTD(heads, tokens, dim)};
+}
+
+ConstTensor SimulatedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
+  if (!NativeInt8(precision_.KeySpec())) return Query(q);
+  EncodeIntQueries(q, problem.int_qk);
+  return q;
 }
 
 ConstTensor SimulatedOperands::Query(ConstTensor q, const char* name) {

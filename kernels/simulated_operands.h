@@ -33,29 +33,26 @@ class SimulatedOperands {
     return args;
   }
   // The same for a dense transform's forward, taking the native path where the precision
-  // allows it: K and V in bf16 or fp16 are encoded to 16-bit codes into problem's k_codes and
-  // v_codes (their float views in the result are then unused) instead of being simulated.
-  // Q and K in int8 (not per channel, not smoothed) become IntQk codes for integer products.
+  // allows it (precision.h): bf16 or fp16 K and V become 16-bit codes (problem's k_codes,
+  // v_codes), int8 Q and K (not per channel, not smoothed) integer codes (problem's int_qk);
+  // the float views in the result are then not read.
   template <class Args>
   Args SubstituteForward(Args args, AttentionProblem& problem) {
-    const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
-    if (NativeInt8(key)) {  // the scores come from problem.int_qk: args.q and args.k unread
-      problem.int_qk = EncodeIntQk(args.q, args.k);
-    } else {
-      args.q = Query(args.q);
-      if (Native(key)) {
-        problem.k_codes = Encode(args.k, key.format);
-      } else {
-        args.k = Key(args.k);
-      }
-    }
-    if (Native(value)) {
-      problem.v_codes = Encode(args.v, value.format);
-    } else {
-      args.v = Value(args.v);
-    }
+    const KvViews kv = PrepareKv(args.k, args.v, problem);
+    args.k = kv.k;
+    args.v = kv.v;
+    args.q = PrepareQueries(args.q, problem);
     return args;
   }
+  // SubstituteForward's two halves: K and V (an engine may prepare them once, PreparedKv),
+  // and Q (every call).
+  struct KvViews {
+    ConstTensor k, v;
+  };
+  KvViews PrepareKv(ConstTensor k, ConstTensor v, AttentionProblem& problem);
+  // A dense copy of a K-shaped tensor, owned like the others (PreparedKv's fp32 operands).
+  ConstTensor OwnKeyShaped(ConstTensor t);
+  ConstTensor PrepareQueries(ConstTensor q, AttentionProblem& problem);
 
  private:
   ConstTensor Quantize(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
@@ -65,7 +62,11 @@ class SimulatedOperands {
   CodedKv Encode(ConstTensor t, quant::Format format);
   // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.
   bool NativeInt8(const quant::QuantSpec& key) const;
-  IntQk EncodeIntQk(ConstTensor q, ConstTensor k);
+  // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.
+  void EncodeIntQueries(ConstTensor q, IntQk& out);
+  void EncodeIntKeys(ConstTensor k, IntQk& out);
+  std::vector<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
+                                 int64_t tokens, const char* what, std::vector<float>& scales);
   AttentionShape shape_;
   Precision precision_;
   std::deque<std::vector<float>> copies_;

@@ -3,7 +3,10 @@
 #include "quant/codec.h"
 
 #include <cstdint>
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "quant/codec.cc"
@@ -101,6 +104,42 @@ void RoundTripRowT(const float* x, const float* scales, float* out, size_t n) {
   }
 }
 
+float MaxAbsRowTarget(const float* x, size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  auto running = hn::Zero(df);
+  bool finite = true;
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    finite &= hn::AllTrue(df, hn::IsFinite(v));
+    running = hn::Max(running, hn::Abs(v));
+  }
+  float m = hn::GetLane(hn::MaxOfLanes(df, running));
+  for (; i < n; ++i) {
+    finite &= std::isfinite(x[i]);
+    m = std::max(m, std::fabs(x[i]));
+  }
+  return finite ? m : std::numeric_limits<float>::infinity();
+}
+
+bool MaxAbsIntoTarget(const float* x, float* running, size_t n) {
+  const DF df;
+  const size_t N = hn::Lanes(df);
+  bool finite = true;
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    finite &= hn::AllTrue(df, hn::IsFinite(v));
+    hn::StoreU(hn::Max(hn::LoadU(df, running + i), hn::Abs(v)), df, running + i);
+  }
+  for (; i < n; ++i) {
+    finite &= std::isfinite(x[i]);
+    running[i] = std::max(running[i], std::fabs(x[i]));
+  }
+  return finite;
+}
+
 // Calls fn.template operator()<kFormat>() for a format other than fp32.
 template <class Fn>
 void WithFormat(Format format, const Fn& fn) {
@@ -141,6 +180,13 @@ HWY_EXPORT(EncodeRowTarget);
 HWY_EXPORT(DecodeRowTarget);
 HWY_EXPORT(RoundTripRowTarget);
 HWY_EXPORT(RoundTripRowScalesTarget);
+HWY_EXPORT(MaxAbsRowTarget);
+HWY_EXPORT(MaxAbsIntoTarget);
+
+float MaxAbsRow(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(MaxAbsRowTarget)(x, n); }
+bool MaxAbsInto(const float* x, float* running, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(MaxAbsIntoTarget)(x, running, n);
+}
 
 // fp32 "codes" are the floats themselves, scaled like the other formats.
 void EncodeRow(Format format, const float* x, float scale, void* codes, size_t n) {

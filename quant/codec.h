@@ -19,6 +19,12 @@ void RoundTripRow(Format format, const float* x, float scale, float* out, size_t
 // The same with a scale per element (per-channel quantizers): scales[i] for x[i].
 void RoundTripRowScales(Format format, const float* x, const float* scales, float* out, size_t n);
 
+// The largest |x[i]| over n values, or +inf if any of them is NaN or infinite: a group's
+// extreme for its scale, with non-finite input made unmistakable.
+float MaxAbsRow(const float* x, size_t n);
+// running[i] = max(running[i], |x[i]|) (per-channel extremes); false if any x[i] is not finite.
+bool MaxAbsInto(const float* x, float* running, size_t n);
+
 }  // namespace lpattn::quant
 
 #endif  // LPATTN_QUANT_CODEC_H_

@@ -92,16 +92,27 @@ std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, 
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
     float* slice_max = amax.data() + slice * groups;
     const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
+    std::vector<float> centred(slice_mean ? size_t(dim) : 0);
     for (int64_t t = 0; t < s.x.tokens; ++t) {
       const float* row = s.Row(slice, t);
-      for (int64_t c = 0; c < dim; ++c) {
-        const float v = std::fabs(slice_mean ? row[c] - slice_mean[c] : row[c]);
-        if (!std::isfinite(v)) RejectValue(what, s, slice, t, c);
-        int64_t g = 0;
-        if (s.spec.granularity == Granularity::kToken) g = t;
-        if (s.spec.granularity == Granularity::kBlock) g = t / s.spec.block;
-        if (s.spec.granularity == Granularity::kChannel) g = c;
-        slice_max[g] = std::max(slice_max[g], v);
+      if (slice_mean) {
+        for (int64_t c = 0; c < dim; ++c) centred[size_t(c)] = row[c] - slice_mean[c];
+        row = centred.data();
+      }
+      bool finite;
+      if (s.spec.granularity == Granularity::kChannel) {
+        finite = MaxAbsInto(row, slice_max, size_t(dim));
+      } else {
+        const int64_t g = s.spec.granularity == Granularity::kToken   ? t
+                          : s.spec.granularity == Granularity::kBlock ? t / s.spec.block
+                                                                      : 0;
+        const float m = MaxAbsRow(row, size_t(dim));
+        finite = std::isfinite(m);
+        slice_max[g] = std::max(slice_max[g], m);
+      }
+      if (!finite) {
+        const int64_t c = std::find_if(row, row + dim, [](float v) { return !std::isfinite(v); }) - row;
+        RejectValue(what, s, slice, t, c);
       }
     }
   });

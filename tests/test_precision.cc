@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/precision.h"
+#include "kernels/prepared_kv.h"
 #include "tests/attention_case.h"
 
 namespace lpattn::test {
@@ -111,6 +112,58 @@ TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
       }
     }
   }
+}
+
+// K and V prepared once give the forward's very bits, hold half of fp32's bytes in bf16, and do
+// not need the float K and V afterwards.
+TEST(PreparedKv, ForwardMatchesThePlainCallAndHoldsLessStorage) {
+  const AttentionShape shape{2, 4, 2, 70, 130, 32};
+  for (const char* precision : {"", "qk=bf16,pv=bf16", "qk=int8,pv=int8", "qk=int8,pv=fp16",
+                                "qk=fp8e4m3,pv=fp8e4m3,gran=token", "qk=int8,pv=bf16,path=sim"}) {
+    AttentionCase c(shape, true, SinkMode::kLearned, Layout::kBTHD, 4);
+    c.options.precision = ParsePrecision(precision);
+    for (const std::string& target : SupportedTargets()) {
+      SCOPED_TRACE(std::string(precision) + " on " + target);
+      ScopedTarget pin(target);
+      ASSERT_TRUE(pin.ok);
+      const KernelOutputs plain = c.Run(false);
+      AttentionCase scratch = c;  // K and V are overwritten once prepared
+      const PreparedKv kv(shape, c.options.precision, scratch.k.cview(), scratch.v.cview());
+      for (float& x : scratch.k.storage) x = NAN;
+      for (float& x : scratch.v.storage) x = NAN;
+      OwnedTensor o(2, 4, 70, 32, Layout::kBTHD);
+      std::vector<float> lse(2 * 4 * 70);
+      ExactForward(shape, c.options, c.q.cview(), kv, o.view(), lse.data());
+      const bool coded = std::string(precision).find("bf16,pv=bf16") != std::string::npos;
+      if (coded) EXPECT_EQ(kv.StorageBytes(), size_t(2 * 2 * 130 * 32 * 2 * 2));
+      if (std::string(precision).find("fp8") != std::string::npos ||
+          std::string(precision).find("sim") != std::string::npos ||
+          std::string(precision).empty()) {
+        EXPECT_EQ(kv.StorageBytes(), size_t(2 * 2 * 130 * 32 * 4 * 2));
+      }
+      EXPECT_EQ(o.storage, plain.o.storage);
+      EXPECT_EQ(lse, plain.lse);
+    }
+  }
+}
+
+TEST(PreparedKv, RejectsAnotherPrecisionOrShape) {
+  const AttentionShape shape{1, 2, 2, 16, 16, 8};
+  AttentionCase c(shape, false, SinkMode::kNone, Layout::kBHTD);
+  const PreparedKv kv(shape, ParsePrecision("qk=bf16"), c.k.cview(), c.v.cview());
+  OwnedTensor o(1, 2, 16, 8, Layout::kBHTD);
+  std::vector<float> lse(32);
+  EXPECT_THROW(ExactForward(shape, c.options, c.q.cview(), kv, o.view(), lse.data()),
+               std::invalid_argument);
+  c.options.precision = ParsePrecision("qk=bf16");
+  AttentionShape longer = shape;
+  longer.kv_len = 17;
+  EXPECT_THROW(ExactForward(longer, c.options, c.q.cview(), kv, o.view(), lse.data()),
+               std::invalid_argument);
+  EXPECT_NO_THROW(ExactForward(shape, c.options, c.q.cview(), kv, o.view(), lse.data()));
+  c.k.at(0, 1, 3, 2) = NAN;
+  EXPECT_THROW(PreparedKv(shape, ParsePrecision("qk=int8"), c.k.cview(), c.v.cview()),
+               std::invalid_argument);
 }
 
 // fp32 written out is the default: the same bits.

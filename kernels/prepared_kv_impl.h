@@ -1,0 +1,25 @@
+// What a PreparedKv holds (internal): the storage and the views the skeleton reads.
+#ifndef LPATTN_KERNELS_PREPARED_KV_IMPL_H_
+#define LPATTN_KERNELS_PREPARED_KV_IMPL_H_
+
+#include "kernels/attention_problem.h"
+#include "kernels/prepared_kv.h"
+#include "kernels/simulated_operands.h"
+
+namespace lpattn {
+
+struct PreparedKv::Impl {
+  Impl(const AttentionShape& s, const Precision& p) : shape(s), precision(p), storage(s, p) {}
+  AttentionShape shape;
+  Precision precision;
+  SimulatedOperands storage;      // owns every buffer below
+  // fp32 views of K and V (owned copies) where not coded; where coded, the caller's tensors,
+  // never read.
+  SimulatedOperands::KvViews views;
+  AttentionProblem coded{};       // only k_codes, v_codes and int_qk's key half are set
+  size_t bytes = 0;
+};
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_PREPARED_KV_IMPL_H_
