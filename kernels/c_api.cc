@@ -73,6 +73,7 @@ AttentionOptions ToOptions(const lpattn_options& o) {
   }
   options.sink_logits = o.sink_logits;
   options.threads = o.threads;
+  if (o.precision != nullptr) options.precision = ParsePrecision(o.precision);
   return options;
 }
 
@@ -149,6 +150,7 @@ void lpattn_default_options(lpattn_options* options) {
   options->sink = LPATTN_SINK_NONE;
   options->sink_logits = nullptr;
   options->threads = 0;
+  options->precision = nullptr;
 }
 
 lpattn_status lpattn_exact_forward(const lpattn_shape* shape, const lpattn_options* options,

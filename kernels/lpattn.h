@@ -83,6 +83,9 @@ typedef struct lpattn_options {
   /* 0: run in the caller's oneTBB arena (all its threads); n > 0: a private arena of n
    * threads. */
   int threads;
+  /* §4 low-precision operands as option text, e.g. "qk=int8,pv=bf16,gran=token" (keys qk, pv,
+   * gran, block, smooth_k, path; see kernels/precision.h). NULL or "" means fp32. */
+  const char* precision;
 } lpattn_options;
 
 typedef enum lpattn_status {
@@ -94,7 +97,7 @@ typedef enum lpattn_status {
 } lpattn_status;
 
 /* Fills *options with the defaults: not causal, scale 0 (meaning 1 / sqrt(head_dim)), no
- * sink, no sink logits, threads 0. Does nothing if options is null. */
+ * sink, no sink logits, threads 0, fp32 operands. Does nothing if options is null. */
 LPATTN_C_API void lpattn_default_options(lpattn_options* options);
 
 /* §1 forward (with §1.1 sinks): O = softmax(scale * Q K^T [+ sink]) V.

@@ -1,6 +1,7 @@
 // The C API (kernels/lpattn.h): defaults, a forward and a backward call on cases whose answer
 // is known in closed form, and the error paths (status, message, outputs untouched).
 #include "kernels/lpattn.h"
+#include "kernels/attention.h"
 #include "kernels/kinterval.h"
 #include "kernels/threshold.h"
 
@@ -113,7 +114,33 @@ TEST(CApi, DefaultOptions) {
   EXPECT_EQ(options.sink, LPATTN_SINK_NONE);
   EXPECT_EQ(options.sink_logits, nullptr);
   EXPECT_EQ(options.threads, 0);
+  EXPECT_EQ(options.precision, nullptr);
   lpattn_default_options(nullptr);  // a no-op, not a crash
+}
+
+// §4 through the C API: the option text reaches the kernel (the output is the C++ call's with
+// the same precision), and bad text is rejected before anything is written.
+TEST(CApi, PrecisionOptionText) {
+  Problem p(MakeShape(1, 2, 1, 20, 20, 16));
+  p.options.causal = 1;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> fp32 = p.o;
+  p.options.precision = "qk=int8,pv=fp8e4m3,gran=token";
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  EXPECT_NE(p.o, fp32);
+  std::vector<float> o(p.o.size()), lse(p.lse.size());
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  options.precision = lpattn::ParsePrecision("qk=int8,pv=fp8e4m3,gran=token");
+  const lpattn::Strides q_strides{20 * 16 * 2, 20 * 16, 16}, kv_strides{20 * 16, 20 * 16, 16};
+  lpattn::ExactForward({1, 2, 1, 20, 20, 16}, options,
+                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
+                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
+  EXPECT_EQ(p.o, o);
+
+  Problem bad(MakeShape(1, 2, 1, 20, 20, 16));
+  bad.options.precision = "qk=int4";
+  ExpectRejected(bad, bad.Forward(), "int4");
 }
 
 TEST(CApi, Version) {
