@@ -546,7 +546,14 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
   }
   std::unique_ptr<AttentionArm> arm = MakeKernelArm(spec.substr(0, plus));
   try {
-    arm->SetPrecision(ParsePrecision(spec.substr(plus + 1)));
+    const Precision precision = ParsePrecision(spec.substr(plus + 1));
+    const std::string kernel = spec.substr(0, plus);
+    const bool softmax = kernel.rfind(kKIntervalPrefix, 0) != 0 &&
+                         kernel.rfind("tda", 0) != 0;
+    if (precision.p != quant::Format::kFp32 && !softmax) {
+      throw std::invalid_argument("P quantization (p=) is implemented for exact attention only");
+    }
+    arm->SetPrecision(precision);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
   }

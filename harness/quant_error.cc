@@ -108,6 +108,10 @@ std::vector<std::string> QuantErrorPrecisions() {
     list.push_back(both + ",gran=token,smooth_k=1");
     list.push_back(both + ",gran=channel,smooth_k=1");
   }
+  // P quantization alone, and on top of int8 operands.
+  for (const char* p : {"p=bf16", "p=fp8e4m3", "p=int8", "qk=int8,pv=int8,gran=token,p=int8"}) {
+    list.push_back(p);
+  }
   return list;
 }
 

@@ -40,7 +40,8 @@ struct QuantErrorRow {
 };
 
 // The precisions measured: fp32; each cast format, with and without K smoothing; each scaled
-// format at every granularity, and with K smoothing at token and channel granularity.
+// format at every granularity, and with K smoothing at token and channel granularity; and P
+// quantization (bf16, fp8 e4m3, int8) alone and with int8 operands.
 std::vector<std::string> QuantErrorPrecisions();
 
 // Every precision on both kinds of input. Throws std::invalid_argument on bad sizes.

@@ -67,6 +67,7 @@ SweepPlan LowPrecisionPlan() {
       {"exact+qk=int8:pv=fp8e4m3", ""},
       {"exact+qk=int8:pv=int8:gran=tensor", ""},
       {"exact+qk=int8:pv=int8:gran=channel:smooth_k=1", ""},
+      {"exact+qk=int8:pv=int8:p=int8", ""},
   };
   plan.swaps = {{"exact", "exact+qk=int8:pv=int8", "post-training quantization"},
                 {"exact", "exact+qk=fp8e4m3:pv=fp8e4m3", "post-training quantization"}};

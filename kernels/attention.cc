@@ -23,7 +23,11 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 
 void ExactForwardTiled(const AttentionProblem& problem, const ForwardArgs& args) {
-  TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr});
+  if (problem.p_format != quant::Format::kFp32) {  // P quantization: weights against final max
+    TiledForward(problem, args, FinalMaxSoftmaxTransform{{args.lse, nullptr}});
+  } else {
+    TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr});
+  }
 }
 
 void ExactBackwardTiled(const AttentionProblem& problem, const BackwardArgs& args) {
@@ -53,6 +57,8 @@ AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions
   p.scale = ResolvedScale(shape, options);
   p.has_sink = options.sink != SinkMode::kNone;
   p.sink_logits = options.sink == SinkMode::kLearned ? options.sink_logits : nullptr;
+  p.p_format = options.precision.p;
+  p.p_scale = options.precision.PScale();
   return p;
 }
 

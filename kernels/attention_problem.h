@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "kernels/attention.h"
+#include "quant/format.h"
 #include "tbb/task_arena.h"
 
 namespace lpattn {
@@ -44,6 +45,10 @@ struct AttentionProblem {
   // The forward reads K and V from these when set (dense transforms only; the backward never).
   CodedKv k_codes, v_codes;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
+  // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
+  // before the P V product.
+  quant::Format p_format = quant::Format::kFp32;
+  float p_scale = 1.0f;
 
   size_t group() const { return heads / kv_heads; }
   float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }

@@ -42,6 +42,8 @@ Precision ParsePrecision(const std::string& text) {
       p.qk = FormatValue(key, value);
     } else if (key == "pv") {
       p.pv = FormatValue(key, value);
+    } else if (key == "p") {
+      p.p = FormatValue(key, value);
     } else if (key == "gran") {
       const auto g = quant::ParseGranularity(value);
       if (!g) Reject("unknown granularity '" + value + "' (known: tensor, token, block, channel)");
@@ -61,7 +63,7 @@ Precision ParsePrecision(const std::string& text) {
       }
       p.path = value == "sim" ? ComputePath::kSimulated : ComputePath::kNative;
     } else {
-      Reject("unknown option '" + key + "' (known: qk, pv, gran, block, smooth_k, path)");
+      Reject("unknown option '" + key + "' (known: qk, pv, p, gran, block, smooth_k, path)");
     }
   }, Reject);
   ValidatePrecision(p);
@@ -74,6 +76,7 @@ std::string FormatPrecision(const Precision& p) {
   auto add = [&](const std::string& item) { out += (out.empty() ? "" : ":") + item; };
   if (p.qk != d.qk) add(std::string("qk=") + quant::FormatName(p.qk));
   if (p.pv != d.pv) add(std::string("pv=") + quant::FormatName(p.pv));
+  if (p.p != d.p) add(std::string("p=") + quant::FormatName(p.p));
   if (p.granularity != d.granularity) {
     add(std::string("gran=") + quant::GranularityName(p.granularity));
   }

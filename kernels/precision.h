@@ -25,6 +25,12 @@ enum class ComputePath {
 struct Precision {
   quant::Format qk = quant::Format::kFp32;  // Q and K
   quant::Format pv = quant::Format::kFp32;  // V
+  // P, the weights fed to the P V product, each taken relative to its row's final max
+  // (exp(s - m_i) <= 1; a statistics pass finds m_i first): int8 with the fixed scale 1/127, the
+  // float formats unscaled; Z sums the unrounded weights. Exact attention only (K-interval and
+  // thresholded calls reject it). The backward uses P unrounded, with Delta = dO . o of the
+  // forward's (rounded) o.
+  quant::Format p = quant::Format::kFp32;
   // Scales of Q, K and V: per tensor, token, block of `block` tokens, or channel (K and V;
   // Q then takes per-token scales, since a per-channel Q scale cannot leave the dot product).
   quant::Granularity granularity = quant::Granularity::kBlock;
@@ -32,15 +38,19 @@ struct Precision {
   bool smooth_k = false;  // K smoothing (quantizer.h): a no-op with qk = fp32
   ComputePath path = ComputePath::kNative;
 
-  bool IsFp32() const { return qk == quant::Format::kFp32 && pv == quant::Format::kFp32; }
+  bool IsFp32() const {
+    return qk == quant::Format::kFp32 && pv == quant::Format::kFp32 && p == quant::Format::kFp32;
+  }
+  // The scale P is quantized with: 1/127 for int8, 1 for the float formats.
+  float PScale() const { return p == quant::Format::kInt8 ? 1.0f / 127.0f : 1.0f; }
   // The quantizer of each operand.
   quant::QuantSpec QuerySpec() const;
   quant::QuantSpec KeySpec() const;
   quant::QuantSpec ValueSpec() const;
 };
 
-// Option text, "key=value" items separated by ',' or ':': qk=FORMAT, pv=FORMAT (fp32, bf16,
-// fp16, fp8e4m3, fp8e5m2, int8), gran=tensor|token|block|channel, block=N (>= 1),
+// Option text, "key=value" items separated by ',' or ':': qk=FORMAT, pv=FORMAT, p=FORMAT (fp32,
+// bf16, fp16, fp8e4m3, fp8e5m2, int8), gran=tensor|token|block|channel, block=N (>= 1),
 // smooth_k=0|1, path=native|sim. Throws std::invalid_argument with the offending item.
 Precision ParsePrecision(const std::string& text);
 // The options that differ from the default, ':'-separated ("" for fp32); parses back.

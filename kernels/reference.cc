@@ -117,10 +117,28 @@ ReferenceThresholdInputs Simulated(const AttentionShape& s, const Precision& p,
   return in;
 }
 
-// The options a reference passes to another once its operands are simulated.
+// §4 P quantization of one weight fed to P V (relative to the row's final statistics, so at
+// most 1), rounded as the kernels round it: w / scale in float, to the format, times scale.
+double RoundedWeight(const Precision& p, double w) {
+  if (p.p == quant::Format::kFp32) return w;
+  const float scale = p.PScale();
+  return double(quant::RoundToFormat(p.p, float(w) / scale) * scale);
+}
+
+// The options a reference passes to another once its operands are simulated: Q, K and V as
+// they are (P quantization stays: the backward's Delta = dO . o takes the forward's o).
 AttentionOptions Fp32Operands(AttentionOptions options) {
+  const quant::Format p = options.precision.p;
   options.precision = {};
+  options.precision.p = p;
   return options;
+}
+
+void RejectRoundedWeights(const AttentionOptions& options) {
+  if (options.precision.p != quant::Format::kFp32) {
+    throw std::invalid_argument(
+        "lpattn reference: P quantization is defined for exact attention only");
+  }
 }
 
 }  // namespace
@@ -173,7 +191,7 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
 
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;
-          const double p_ij = std::exp(scores[j] - m_i) / z_i;
+          const double p_ij = RoundedWeight(call_options.precision, std::exp(scores[j] - m_i)) / z_i;
           const double* v_j = &inputs.v[KvRowOffset(shape, b, kv_h, j)];
           for (int64_t d = 0; d < dim; ++d) o_i[d] += p_ij * v_j[d];
         }
@@ -279,6 +297,7 @@ ReferenceKIntervalForwardResult ReferenceKIntervalForward(const AttentionShape& 
                                                           const AttentionOptions& call_options,
                                                           const KIntervalOptions& kint,
                                                           const ReferenceInputs& given) {
+  RejectRoundedWeights(call_options);
   const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   CheckKIntervalInputs(shape, options, kint, inputs);
@@ -311,6 +330,7 @@ ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
                                               const KIntervalOptions& kint,
                                               const ReferenceInputs& given,
                                               const std::vector<double>& d_o) {
+  RejectRoundedWeights(call_options);
   const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   CheckKIntervalInputs(shape, options, kint, inputs);
@@ -430,6 +450,7 @@ ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& 
                                                           const AttentionOptions& call_options,
                                                           const ThresholdOptions& threshold,
                                                           const ReferenceThresholdInputs& given) {
+  RejectRoundedWeights(call_options);
   const ReferenceThresholdInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   const ThresholdOperands ops = PrepareThreshold(shape, options, threshold, inputs);
@@ -470,6 +491,7 @@ ReferenceThresholdGradients ReferenceThresholdBackward(const AttentionShape& sha
                                                        const ThresholdOptions& threshold,
                                                        const ReferenceThresholdInputs& given,
                                                        const std::vector<double>& d_o) {
+  RejectRoundedWeights(call_options);
   const ReferenceThresholdInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   const ThresholdOperands ops = PrepareThreshold(shape, options, threshold, inputs);

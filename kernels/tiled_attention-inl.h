@@ -131,6 +131,9 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
                           out);
       } else {
         tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
+        if (p.p_format != quant::Format::kFp32) {
+          RoundWeights(scores, nk, columns, p.p_format, p.p_scale);
+        }
         ScaleRows(out, nq, padded_dim, ws.factor);
         const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
         MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,

@@ -508,6 +508,14 @@ TEST(KIntervalKernel, MatchesReferenceWithLowPrecisionOperands) {
   }
 }
 
+TEST(KIntervalKernel, RejectsPQuantization) {
+  AttentionCase c({1, 2, 1, 16, 16, 8}, false, SinkMode::kNone, Layout::kBHTD);
+  c.options.precision.p = quant::Format::kFp8E4M3;
+  EXPECT_THROW(RunKernel(c, Options("K=4"), Layout::kBHTD), std::invalid_argument);
+  EXPECT_THROW(ReferenceKIntervalForward(c.shape, c.options, Options("K=4"), c.DenseInputs()),
+               std::invalid_argument);
+}
+
 // The same bits for 1 and 3 threads, forward and backward (fixed tiles, one writer per row).
 // Rows longer than the workspace's score cache (8192 keys) recompute their scores: in the
 // forward's weighting pass, and in the backward's query side after its terms.

@@ -25,6 +25,10 @@ TEST(PrecisionOptions, ParsesAndFormatsBack) {
   EXPECT_EQ(FormatPrecision(ParsePrecision(FormatPrecision(p))), FormatPrecision(p));
   EXPECT_EQ(FormatPrecision(ParsePrecision("")), "");
   EXPECT_EQ(ParsePrecision("path=sim").path, ComputePath::kSimulated);
+  EXPECT_EQ(ParsePrecision("p=int8").p, quant::Format::kInt8);
+  EXPECT_FALSE(ParsePrecision("p=int8").IsFp32());
+  EXPECT_EQ(ParsePrecision("p=int8").PScale(), 1.0f / 127.0f);
+  EXPECT_EQ(FormatPrecision(ParsePrecision("pv=bf16,p=fp8e4m3")), "pv=bf16:p=fp8e4m3");
   EXPECT_EQ(FormatPrecision(ParsePrecision("qk=bf16,path=sim")), "qk=bf16:path=sim");
   EXPECT_TRUE(ParsePrecision("qk=fp32,pv=fp32").IsFp32());
   EXPECT_EQ(ParsePrecision("block=32").block, 32);
@@ -35,7 +39,7 @@ TEST(PrecisionOptions, ParsesAndFormatsBack) {
 
 TEST(PrecisionOptions, RejectsBadTextNamingTheItem) {
   for (const char* text : {"qk=int4", "pv=", "gran=row", "block=0", "block=2.5", "smooth_k=yes",
-                           "p=int8", "qk", "path=fast"}) {
+                           "p=int4", "qk", "path=fast"}) {
     try {
       ParsePrecision(text);
       ADD_FAILURE() << "accepted " << text;
@@ -164,6 +168,58 @@ TEST(PreparedKv, RejectsAnotherPrecisionOrShape) {
   c.k.at(0, 1, 3, 2) = NAN;
   EXPECT_THROW(PreparedKv(shape, ParsePrecision("qk=int8"), c.k.cview(), c.v.cview()),
                std::invalid_argument);
+}
+
+// §4 P quantization (the weights fed to P V, each relative to its row's final max): O against a
+// reference that rounds the same weights. The kernel's fp32 weight and the reference's rounded
+// fp64 one may fall on either side of a rounding boundary; such a flip moves one row of O by one
+// step of the format, so up to 1% + 1 rows may differ, each by at most 0.05 (over 1 + max |O|).
+// lse does not change (Z sums the unrounded weights), and the backward uses P unrounded (its
+// Delta = dO . o takes the rounded forward's o).
+void ExpectRoundedWeightsMatchReference(AttentionCase c, const std::string& precision) {
+  c.options.precision = ParsePrecision(precision);
+  const ReferenceForwardResult ref = c.ReferenceForward();
+  const ReferenceGradients grads = c.ReferenceBackward();
+  AttentionCase unrounded = c;
+  unrounded.options.precision.p = quant::Format::kFp32;
+  const std::vector<double> o_unrounded = unrounded.ReferenceForward().o;
+  const size_t dim = size_t(c.shape.head_dim), rows = ref.o.size() / dim;
+  for (const std::string& target : SupportedTargets()) {
+    SCOPED_TRACE(precision + " on " + target);
+    ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok);
+    const KernelOutputs out = c.Run();
+    const std::vector<double> o = out.o.Dense();
+    double scale = 0.0;
+    for (double x : ref.o) scale = std::max(scale, std::abs(x));
+    size_t flipped = 0;
+    for (size_t r = 0; r < rows; ++r) {
+      double err = 0.0;
+      for (size_t x = 0; x < dim; ++x) err = std::max(err, std::abs(o[r * dim + x] - ref.o[r * dim + x]));
+      err /= 1.0 + scale;
+      EXPECT_LE(err, 0.05) << "row " << r;
+      flipped += err > 1e-5 ? 1 : 0;
+    }
+    EXPECT_LE(flipped, rows / 100 + 1);
+    EXPECT_LE(ScaledMaxError(ToDouble(out.lse), ref.lse), 1e-5) << "lse";
+    EXPECT_GT(ScaledMaxError(o, o_unrounded), 1e-4) << "rounding P changed nothing";
+    EXPECT_LE(ScaledMaxError(out.dq.Dense(), grads.dq), 1e-3) << "dQ";
+    EXPECT_LE(ScaledMaxError(out.dk.Dense(), grads.dk), 1e-3) << "dK";
+    EXPECT_LE(ScaledMaxError(out.dv.Dense(), grads.dv), 1e-3) << "dV";
+  }
+}
+
+TEST(PrecisionKernels, RoundedWeightsMatchTheReference) {
+  for (const char* precision : {"p=int8", "p=fp8e4m3", "p=fp8e5m2", "p=bf16",
+                                "qk=int8,pv=int8,p=int8", "qk=bf16,pv=bf16,p=fp8e4m3"}) {
+    for (bool causal : {false, true}) {
+      ExpectRoundedWeightsMatchReference(
+          AttentionCase({1, 2, 1, 65, 65, 64}, causal, SinkMode::kNone, Layout::kBHTD), precision);
+      ExpectRoundedWeightsMatchReference(
+          AttentionCase({2, 4, 2, 70, 130, 32}, causal, SinkMode::kLearned, Layout::kBTHD, 3),
+          precision);
+    }
+  }
 }
 
 // fp32 written out is the default: the same bits.

@@ -46,6 +46,10 @@ TEST(QuantError, TableShowsFormatsGranularityAndSmoothing) {
   EXPECT_LT(3.0 * o_error["outliers qk=fp8e4m3:pv=fp8e4m3:gran=token:smooth_k=1"],
             o_error["outliers qk=fp8e4m3:pv=fp8e4m3:gran=token"]);
 
+  // Rounding P to int8 (fixed 1/127 scale) costs O about what int8 operands do; bf16 P less.
+  EXPECT_LT(o_error["gaussian p=bf16"], o_error["gaussian p=int8"]);
+  EXPECT_GT(o_error["gaussian p=int8"], 1e-4);
+
   const std::string table = FormatQuantErrorTable(rows);
   EXPECT_NE(table.find("Inputs: outliers"), std::string::npos);
   EXPECT_NE(table.find("`qk=int8:pv=int8:gran=channel:smooth_k=1`"), std::string::npos);

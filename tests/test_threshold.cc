@@ -521,6 +521,17 @@ TEST(ThresholdKernel, MatchesReferenceWithLowPrecisionOperands) {
   }
 }
 
+TEST(ThresholdKernel, RejectsPQuantization) {
+  TwoViewCase c({1, 2, 1, 16, 16, 8}, false, Layout::kBHTD);
+  c.first.options.precision.p = quant::Format::kInt8;
+  try {
+    RunForward(c, ParseThreshold("views=2"), Layout::kBHTD);
+    FAIL() << "p=int8 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("P quantization"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ThresholdKernel, BackwardMatchesReferenceOverShapes) {
   for (int64_t t : {1, 7, 64, 130}) {
     for (int64_t dim : {3, 16, 64}) {
