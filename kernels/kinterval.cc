@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/option_text.h"
+#include "quant/format.h"
 
 namespace lpattn {
 namespace {
@@ -17,13 +18,20 @@ namespace {
   throw std::invalid_argument("lpattn K-interval options: " + what);
 }
 
-// The grid of one row: E_k = exp(u_k), u_k = -R + k h, h = R / K (E_K = 1).
+// The grid of one row: E_k = exp(u_k), u_k = -R + k h, h = R / K (E_K = 1), each value
+// rounded to the grid format (as a float, as the kernels hold it) when it is not fp32.
 struct Grid {
   int K;
   double R, h;
   std::vector<double> E;
-  Grid(int K_, double R_) : K(K_), R(R_), h(R_ / K_), E(size_t(K_) + 1) {
-    for (int k = 0; k <= K; ++k) E[size_t(k)] = std::exp(-R * double(K - k) / K);
+  Grid(int K_, double R_, quant::Format format)
+      : K(K_), R(R_), h(R_ / K_), E(size_t(K_) + 1) {
+    for (int k = 0; k <= K; ++k) {
+      const double e = std::exp(-R * double(K - k) / K);
+      E[size_t(k)] = format == quant::Format::kFp32
+                         ? e
+                         : double(quant::RoundToFormat(format, float(e), quant::UnitScale(format)));
+    }
   }
   bool InWindow(double u) const { return u >= -R; }
   // x = (u + R) / h, held to [0, K] against rounding at the ends.
@@ -110,8 +118,13 @@ KIntervalOptions ParseKInterval(const std::string& text) {
     } else if (key == "detach") {
       if (value != "0" && value != "1") bad();
       o.detach_extrema = value == "1";
+    } else if (key == "grid") {
+      const auto format = quant::ParseFormat(value);
+      if (!format) Reject("unknown format '" + value + "' for grid (known: " + quant::FormatNames() + ")");
+      o.grid = *format;
     } else {
-      Reject("unknown option '" + key + "' (known: K, cal, W, round, ste, slope, jac, detach)");
+      Reject("unknown option '" + key +
+             "' (known: K, cal, W, round, ste, slope, jac, detach, grid)");
     }
   }, Reject);
   ValidateKInterval(o);
@@ -132,6 +145,7 @@ std::string FormatKInterval(const KIntervalOptions& o) {
     case KIntervalSurrogate::kProb: out << "prob" << (o.prob_jacobian_at_grid ? ":jac=grid" : ""); break;
   }
   if (o.detach_extrema) out << ":detach=1";
+  if (o.grid != quant::Format::kFp32) out << ":grid=" << quant::FormatName(o.grid);
   return out.str();
 }
 
@@ -151,7 +165,7 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& o, const double* s
     for (size_t j = 0; j < n; ++j) p[j] = 1.0 / st.Z;
     return st;
   }
-  const Grid grid(o.K, st.R);
+  const Grid grid(o.K, st.R, o.grid);
   for (size_t j = 0; j < n; ++j) {
     p[j] = Reconstruct(o, grid, s[j] - st.m);
     st.Z += p[j];
@@ -164,7 +178,7 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& o, const double* s
 void KIntervalRowBackward(const KIntervalOptions& o, const double* s, size_t n,
                           const KIntervalRowStats& st, const double* g, double* ds) {
   const bool degenerate = Degenerate(st);
-  const Grid grid(o.K, degenerate ? 1.0 : st.R);  // unused in a degenerate row
+  const Grid grid(o.K, degenerate ? 1.0 : st.R, o.grid);  // unused in a degenerate row
   std::vector<double> w_hat(n), d(n);
   double g_bar = 0.0;
   for (size_t j = 0; j < n; ++j) {

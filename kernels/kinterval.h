@@ -26,6 +26,10 @@ struct KIntervalOptions {
   bool weight_slope_from_grid = false;  // weight surrogate: slope w^_j instead of exp(u_j)
   bool prob_jacobian_at_grid = false;   // prob surrogate: Jacobian at p^ instead of pi
   bool detach_extrema = false;          // exact and weight surrogates: drop the dm, da terms
+  // The grid values E_k stored in a low-precision format (§2's option: a low-precision exp
+  // unit): each E_k rounded as quant rounds (int8 through the scale 1/127). Reconstruction,
+  // slopes and calibration terms all use the rounded table.
+  quant::Format grid = quant::Format::kFp32;
 };
 
 // Throws std::invalid_argument naming the problem: K outside [1, 64], W <= 0 or not finite,
@@ -35,7 +39,8 @@ void ValidateKInterval(const KIntervalOptions& options);
 
 // Parses "K=4,cal=window,W=8,round=nearest,ste=prob" (',' or ':' between items; every item
 // optional): K, cal=minmax|window, W, round=lerp|nearest, ste=exact|weight|prob,
-// slope=exp|grid (weight), jac=pi|grid (prob), detach=0|1. Validates the result; throws
+// slope=exp|grid (weight), jac=pi|grid (prob), detach=0|1, grid=FORMAT (fp32, bf16, fp16,
+// fp8e4m3, fp8e5m2, int8). Validates the result; throws
 // std::invalid_argument on an unknown key or value.
 KIntervalOptions ParseKInterval(const std::string& text);
 // The canonical text of options (every item, ':' between items), which parses back to them.

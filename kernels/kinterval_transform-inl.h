@@ -21,6 +21,8 @@
 #include "kernels/fast_exp-inl.h"
 #include "kernels/kinterval.h"
 #include "kernels/tile_sizes.h"
+#include "quant/codec-inl.h"
+#include "quant/format.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn {
@@ -50,11 +52,21 @@ struct KIntervalTransform {
     return Window() ? hn::Ge(u, hn::Neg(R)) : hn::FirstN(d, hn::Lanes(d));
   }
 
+  bool RoundedGrid() const { return options.grid != quant::Format::kFp32; }
+
+  // E_k = exp(k h - R), rounded to the grid format when it has one.
+  template <class D, class V>
+  HWY_INLINE V GridValue(D d, V k, V h, V R) const {
+    const auto e = ExpClamped(d, hn::MulSub(k, h, R));
+    if (!RoundedGrid()) return e;
+    return quant::HWY_NAMESPACE::RoundLanes(d, e, options.grid, quant::UnitScale(options.grid));
+  }
+
   // Where u falls on a row's grid: the weight w^ (before the window and degenerate rules),
-  // and for lerp the interval k, theta and E_k.
+  // and for lerp the interval k, theta, E_k and E_{k+1} (E_k e^h, or its own rounded value).
   template <class D, class V>
   struct GridPoint {
-    V w, k, theta, e_k;
+    V w, k, theta, e_k, e_next;
   };
   template <class D, class V>
   HWY_INLINE GridPoint<D, V> Place(D d, V u, V R, V h, V inv_h, V growth) const {
@@ -62,13 +74,19 @@ struct KIntervalTransform {
                            hn::Set(d, float(options.K)));
     if (Nearest()) {
       const auto k = hn::Min(hn::Floor(hn::Add(x, hn::Set(d, 0.5f))), hn::Set(d, float(options.K)));
-      const auto e_k = ExpClamped(d, hn::MulSub(k, h, R));
-      return {e_k, k, hn::Zero(d), e_k};
+      const auto e_k = GridValue(d, k, h, R);
+      return {e_k, k, hn::Zero(d), e_k, e_k};
     }
+    const auto one = hn::Set(d, 1.0f);
     const auto k = hn::Min(hn::Floor(x), hn::Set(d, float(options.K - 1)));
     const auto theta = hn::Sub(x, k);
-    const auto e_k = ExpClamped(d, hn::MulSub(k, h, R));
-    return {hn::Mul(e_k, hn::MulAdd(theta, growth, hn::Set(d, 1.0f))), k, theta, e_k};
+    const auto e_k = GridValue(d, k, h, R);
+    if (!RoundedGrid()) {
+      return {hn::Mul(e_k, hn::MulAdd(theta, growth, one)), k, theta, e_k,
+              hn::Mul(e_k, hn::Add(one, growth))};
+    }
+    const auto e_next = GridValue(d, hn::Add(k, one), h, R);
+    return {hn::MulAdd(theta, hn::Sub(e_next, e_k), e_k), k, theta, e_k, e_next};
   }
 
   // The kTileQ rows of one query tile. Key indices are held as floats (exact below 2^24).
@@ -222,7 +240,8 @@ struct KIntervalTransform {
   // below it, exp(0) = 1 on a degenerate row.
   template <class D, class V>
   HWY_INLINE V ChordSlope(D d, const Entry<D, V>& e, const V* row) const {
-    const auto slope = hn::Mul(hn::Mul(e.at.e_k, row[kGrowth]), row[kInvH]);
+    const auto slope = RoundedGrid() ? hn::Mul(hn::Sub(e.at.e_next, e.at.e_k), row[kInvH])
+                                     : hn::Mul(hn::Mul(e.at.e_k, row[kGrowth]), row[kInvH]);
     return hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), hn::IfThenElseZero(e.in_window, slope));
   }
   // The weight surrogate's slope: exp(u), or w^ with slope=grid.
@@ -263,10 +282,10 @@ struct KIntervalTransform {
         t1 = hn::Mul(e.d, slope);
         if (Window()) break;
         // dw^/dR at fixed u = (1 - theta)(-(K - k)/K) E_k + theta (-(K - k - 1)/K) E_{k+1}
-        //                     + w' (-u / R), with E_{k+1} = E_k e^h and u / R = u (1/h) / K.
+        //                     + w' (-u / R), with u / R = u (1/h) / K.
         const auto inv_k = hn::Set(d, 1.0f / float(options.K)), one = hn::Set(d, 1.0f);
         const auto frac = hn::Mul(hn::Sub(hn::Set(d, float(options.K)), e.at.k), inv_k);
-        const auto e_next = hn::Mul(e.at.e_k, hn::Add(one, row[kGrowth]));
+        const auto e_next = e.at.e_next;
         auto dw_dR = hn::Mul(hn::Mul(hn::Sub(one, e.at.theta), hn::Neg(frac)), e.at.e_k);
         dw_dR = hn::MulAdd(hn::Mul(e.at.theta, hn::Neg(hn::Sub(frac, inv_k))), e_next, dw_dR);
         dw_dR = hn::MulAdd(slope, hn::Neg(hn::Mul(hn::Mul(e.u, row[kInvH]), inv_k)), dw_dR);

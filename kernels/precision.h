@@ -42,7 +42,7 @@ struct Precision {
     return qk == quant::Format::kFp32 && pv == quant::Format::kFp32 && p == quant::Format::kFp32;
   }
   // The scale P is quantized with: 1/127 for int8, 1 for the float formats.
-  float PScale() const { return p == quant::Format::kInt8 ? 1.0f / 127.0f : 1.0f; }
+  float PScale() const { return quant::UnitScale(p); }
   // The quantizer of each operand.
   quant::QuantSpec QuerySpec() const;
   quant::QuantSpec KeySpec() const;

@@ -120,9 +120,7 @@ ReferenceThresholdInputs Simulated(const AttentionShape& s, const Precision& p,
 // §4 P quantization of one weight fed to P V (relative to the row's final statistics, so at
 // most 1), rounded as the kernels round it: w / scale in float, to the format, times scale.
 double RoundedWeight(const Precision& p, double w) {
-  if (p.p == quant::Format::kFp32) return w;
-  const float scale = p.PScale();
-  return double(quant::RoundToFormat(p.p, float(w) / scale) * scale);
+  return p.p == quant::Format::kFp32 ? w : double(quant::RoundToFormat(p.p, float(w), p.PScale()));
 }
 
 // The options a reference passes to another once its operands are simulated: Q, K and V as

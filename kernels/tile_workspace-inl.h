@@ -202,48 +202,15 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
 
 // §4 P quantization: a key-major weight tile (nk rows of `columns` queries) rounded in place to
 // `format` with `scale`, exactly as quant's codecs round (x / scale, round, times scale).
-template <class Round>
-HWY_INLINE void RoundTile(float* HWY_RESTRICT st, size_t nk, size_t columns, float scale,
-                          const Round& round) {
+HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
+                             quant::Format format, float scale) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  const auto vscale = hn::Set(d, scale);
   for (size_t j = 0; j < nk; ++j) {
     for (size_t i = 0; i < columns; i += N) {
       float* w = st + j * kTileQ + i;
-      hn::StoreU(hn::Mul(round(d, hn::Div(hn::LoadU(d, w), vscale)), vscale), d, w);
+      hn::StoreU(quant::HWY_NAMESPACE::RoundLanes(d, hn::LoadU(d, w), format, scale), d, w);
     }
-  }
-}
-template <quant::MiniFloat kF>
-struct RoundToMiniFloat {
-  template <class D, class V>
-  HWY_INLINE V operator()(D d, V x) const {
-    return quant::HWY_NAMESPACE::DecodeMiniFloat<kF>(
-        d, quant::HWY_NAMESPACE::EncodeMiniFloat<kF>(d, x));
-  }
-};
-struct RoundToInt8 {
-  template <class D, class V>
-  HWY_INLINE V operator()(D d, V x) const {
-    return hn::ConvertTo(d, quant::HWY_NAMESPACE::EncodeInt8Lanes(d, x));
-  }
-};
-HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
-                             quant::Format format, float scale) {
-  switch (format) {
-    case quant::Format::kBf16:
-      return RoundTile(st, nk, columns, scale, RoundToMiniFloat<quant::kBf16Layout>());
-    case quant::Format::kFp16:
-      return RoundTile(st, nk, columns, scale, RoundToMiniFloat<quant::kFp16Layout>());
-    case quant::Format::kFp8E4M3:
-      return RoundTile(st, nk, columns, scale, RoundToMiniFloat<quant::kE4M3Layout>());
-    case quant::Format::kFp8E5M2:
-      return RoundTile(st, nk, columns, scale, RoundToMiniFloat<quant::kE5M2Layout>());
-    case quant::Format::kInt8:
-      return RoundTile(st, nk, columns, scale, RoundToInt8());
-    case quant::Format::kFp32:
-      return;
   }
 }
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "hwy/highway.h"
+#include "quant/format.h"
 #include "quant/minifloat.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -76,6 +77,29 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeInt8Lanes(DF df, hn::Vec<DF> x)
   const auto finite = hn::IfThenZeroElse(hn::IsNaN(x), x);
   const auto clamped = hn::Min(hn::Max(finite, hn::Set(df, -127.0f)), hn::Set(df, 127.0f));
   return hn::ConvertTo(di, hn::Round(clamped));
+}
+
+// x rounded to `format` through `scale` (x / scale, rounded, times scale): the vector form of
+// RoundToFormat(format, x, scale), bit for bit; x itself for fp32.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundLanes(DF df, hn::Vec<DF> x, Format format, float scale) {
+  const auto vscale = hn::Set(df, scale);
+  const auto y = hn::Div(x, vscale);
+  switch (format) {
+    case Format::kBf16:
+      return hn::Mul(DecodeMiniFloat<kBf16Layout>(df, EncodeMiniFloat<kBf16Layout>(df, y)), vscale);
+    case Format::kFp16:
+      return hn::Mul(DecodeMiniFloat<kFp16Layout>(df, EncodeMiniFloat<kFp16Layout>(df, y)), vscale);
+    case Format::kFp8E4M3:
+      return hn::Mul(DecodeMiniFloat<kE4M3Layout>(df, EncodeMiniFloat<kE4M3Layout>(df, y)), vscale);
+    case Format::kFp8E5M2:
+      return hn::Mul(DecodeMiniFloat<kE5M2Layout>(df, EncodeMiniFloat<kE5M2Layout>(df, y)), vscale);
+    case Format::kInt8:
+      return hn::Mul(hn::ConvertTo(df, EncodeInt8Lanes(df, y)), vscale);
+    case Format::kFp32:
+      break;
+  }
+  return x;
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

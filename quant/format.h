@@ -39,6 +39,10 @@ float FormatMax(Format format);
 // bf16 and fp16 are plain casts with scale 1.
 bool FormatIsScaled(Format format);
 
+// The scale for values in [-1, 1] that get no quantizer of their own (P, K-interval's grid):
+// 1/127 for int8, 1 for the float formats.
+inline float UnitScale(Format format) { return format == Format::kInt8 ? 1.0f / 127.0f : 1.0f; }
+
 // Scalar codecs. Codes of the 8-bit formats are bytes (int8 as its two's-complement byte).
 uint16_t EncodeBf16(float x);
 float DecodeBf16(uint16_t code);
@@ -53,6 +57,10 @@ inline float DecodeInt8(int8_t code) { return float(code); }
 
 // Encode then decode: x rounded to the nearest value of `format` (x itself for fp32).
 float RoundToFormat(Format format, float x);
+// The same through a scale, as quantizers and kernels round: x / scale, rounded, times scale.
+inline float RoundToFormat(Format format, float x, float scale) {
+  return format == Format::kFp32 ? x : RoundToFormat(format, x / scale) * scale;
+}
 
 }  // namespace lpattn::quant
 
