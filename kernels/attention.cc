@@ -97,6 +97,7 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
   problem.k_codes = prepared.coded.k_codes;
   problem.v_codes = prepared.coded.v_codes;
   problem.int_qk = prepared.coded.int_qk;
+  problem.int_pv = prepared.coded.int_pv;
   RunWithThreads(options.threads, [&] {
     SimulatedOperands queries(shape, options.precision);
     ForwardArgs in = args;

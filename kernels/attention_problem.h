@@ -34,6 +34,16 @@ struct IntQk {
   size_t pairs = 0;
 };
 
+// V as int8 codes widened to int16 with one scale for the whole tensor, for the native int8
+// P V product (with P rounded to int8): per (batch, kv head), key pairs of rows interleaved,
+// [kv_len / 2 rounded up][width][2], zero beyond head_dim and past the last key.
+struct IntPv {
+  const int16_t* v = nullptr;
+  float v_scale = 0.0f;
+  size_t width = 0;      // columns per key pair: head_dim rounded up to a multiple of 32
+  size_t key_pairs = 0;  // per (batch, kv head)
+};
+
 struct AttentionProblem {
   size_t batch, heads, kv_heads, q_len, kv_len, dim;
   bool causal;
@@ -45,6 +55,7 @@ struct AttentionProblem {
   // The forward reads K and V from these when set (dense transforms only; the backward never).
   CodedKv k_codes, v_codes;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
+  IntPv int_pv;  // P V from integer products when set (exact forward with p = int8 only)
   // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
   // before the P V product.
   quant::Format p_format = quant::Format::kFp32;

@@ -1,5 +1,5 @@
-// The integer score product of the native int8 path (spec §4: int8 Q K^T with widened
-// multiply-accumulate): S^T = diag(row_scale) (K Q^T) diag(col_scale), where K and Q hold int8
+// The integer products of the native int8 path (spec §4: int8 Q K^T, and P V with int8 P and
+// V, with widened multiply-accumulate), e.g. S^T = diag(row_scale) (K Q^T) diag(col_scale), where K and Q hold int8
 // codes widened to int16, the 16-bit products of each pair of channels are summed into int32
 // (x86's pmaddwd: twice the multiply-accumulates of an fp32 FMA per instruction), and the exact
 // integer sums are scaled once at the end.
@@ -31,9 +31,10 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-struct PairRows {            // the left operand: key rows of channel pairs
-  const int32_t* data;
-  size_t row_stride;         // in pairs
+struct PairRows {            // the left operand: rows of pairs, element (r, k) at
+  const int32_t* data;       // data[r * row_stride + k * inner_stride]
+  size_t row_stride;
+  size_t inner_stride;
   const float* row_scale;    // per row
 };
 struct PairPanel {           // the right operand: [pairs][width] interleaved int16 pairs
@@ -42,8 +43,8 @@ struct PairPanel {           // the right operand: [pairs][width] interleaved in
   const float* col_scale;    // per column
 };
 
-// C[r0 + r][c0 : c0 + kVecs * N] = row_scale * col_scale * sum over pairs, for kRows rows.
-template <size_t kRows, size_t kVecs>
+// C[r0 + r][c0 : c0 + kVecs * N] (+)= row_scale * col_scale * sum over pairs, for kRows rows.
+template <size_t kRows, size_t kVecs, bool kAccumulate>
 HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, size_t c0,
                              const OutView& c, size_t pairs) {
   const hn::ScalableTag<int32_t> d32;
@@ -65,12 +66,13 @@ HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, s
     for (size_t v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d16, b_ptr + 2 * v * N);
 #pragma GCC unroll 8
     for (size_t r = 0; r < kRows; ++r) {
-      const auto av = hn::BitCast(d16, hn::Set(d32, a_ptr[r * a.row_stride + k]));
+      const auto av = hn::BitCast(d16, hn::Set(d32, a_ptr[r * a.row_stride]));
 #pragma GCC unroll 4
       for (size_t v = 0; v < kVecs; ++v) {
         acc[r][v] = hn::ReorderWidenMulAccumulate(d32, av, bv[v], acc[r][v], odd[r][v]);
       }
     }
+    a_ptr += a.inner_stride;
     b_ptr += 2 * b.width;
   }
 #pragma GCC unroll 8
@@ -81,7 +83,8 @@ HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, s
     for (size_t v = 0; v < kVecs; ++v) {
       const auto sums = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(acc[r][v], odd[r][v]));
       const auto scales = hn::Mul(row_scale, hn::LoadU(df, b.col_scale + c0 + v * N));
-      hn::StoreU(hn::Mul(sums, scales), df, c_row + v * N);
+      const auto prior = kAccumulate ? hn::LoadU(df, c_row + v * N) : hn::Zero(df);
+      hn::StoreU(hn::MulAdd(sums, scales, prior), df, c_row + v * N);
     }
   }
 }
@@ -94,7 +97,7 @@ HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, s
 // (GCC 12's own _mm512_cvtepi32_ps trips -Wuninitialized on its _mm512_undefined_ps.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
-template <size_t kRows, size_t kVecs>
+template <size_t kRows, size_t kVecs, bool kAccumulate>
 __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
     const PairRows& a, size_t r0, const PairPanel& b, size_t c0, const OutView& c,
     size_t pairs) {
@@ -113,10 +116,11 @@ __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
     for (size_t v = 0; v < kVecs; ++v) bv[v] = _mm512_loadu_si512(b_ptr + 2 * v * N);
 #pragma GCC unroll 8
     for (size_t r = 0; r < kRows; ++r) {
-      const __m512i av = _mm512_set1_epi32(a_ptr[r * a.row_stride + k]);
+      const __m512i av = _mm512_set1_epi32(a_ptr[r * a.row_stride]);
 #pragma GCC unroll 4
       for (size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], av, bv[v]);
     }
+    a_ptr += a.inner_stride;
     b_ptr += 2 * b.width;
   }
 #pragma GCC unroll 8
@@ -126,7 +130,9 @@ __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
 #pragma GCC unroll 4
     for (size_t v = 0; v < kVecs; ++v) {
       const __m512 scales = _mm512_mul_ps(row_scale, _mm512_loadu_ps(b.col_scale + c0 + v * N));
-      _mm512_storeu_ps(c_row + v * N, _mm512_mul_ps(_mm512_cvtepi32_ps(acc[r][v]), scales));
+      const __m512 prior = kAccumulate ? _mm512_loadu_ps(c_row + v * N) : _mm512_setzero_ps();
+      _mm512_storeu_ps(c_row + v * N,
+                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][v]), scales, prior));
     }
   }
 }
@@ -140,7 +146,7 @@ inline bool CpuHasVnni() {
 #endif  // HWY_TARGET == HWY_AVX3
 
 // kRows rows over all `cols` columns (a multiple of the vector length).
-template <size_t kRows>
+template <size_t kRows, bool kAccumulate>
 HWY_INLINE void IntRowsAllColumns(const PairRows& a, size_t r0, const PairPanel& b, size_t cols,
                                   const OutView& c, size_t pairs) {
   const size_t N = hn::Lanes(hn::ScalableTag<int32_t>());
@@ -148,25 +154,26 @@ HWY_INLINE void IntRowsAllColumns(const PairRows& a, size_t r0, const PairPanel&
   if (CpuHasVnni()) {
     size_t c0 = 0;
     for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
-      IntMicroTileVnni<kRows, kMicroVecs>(a, r0, b, c0, c, pairs);
+      IntMicroTileVnni<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
     }
-    if (c0 < cols) IntMicroTileVnni<kRows, 1>(a, r0, b, c0, c, pairs);
+    if (c0 < cols) IntMicroTileVnni<kRows, 1, kAccumulate>(a, r0, b, c0, c, pairs);
     return;
   }
 #endif
   size_t c0 = 0;
   for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
-    IntMicroTile<kRows, kMicroVecs>(a, r0, b, c0, c, pairs);
+    IntMicroTile<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
   }
-  if (c0 < cols) IntMicroTile<kRows, 1>(a, r0, b, c0, c, pairs);
+  if (c0 < cols) IntMicroTile<kRows, 1, kAccumulate>(a, r0, b, c0, c, pairs);
 }
 
-// C (rows x cols) = the scaled integer product; cols a multiple of the vector length.
+// C (rows x cols) (+)= the scaled integer product; cols a multiple of the vector length.
+template <bool kAccumulate = false>
 HWY_INLINE void IntMatMul(const PairRows& a, const PairPanel& b, const OutView& c, size_t rows,
                           size_t cols, size_t pairs) {
   for (size_t r0 = 0; r0 < rows; r0 += kMicroRows) {
     WithRowCount(std::min(kMicroRows, rows - r0), [&](auto kRows) HWY_ATTR {
-      IntRowsAllColumns<decltype(kRows)::value>(a, r0, b, cols, c, pairs);
+      IntRowsAllColumns<decltype(kRows)::value, kAccumulate>(a, r0, b, cols, c, pairs);
     });
   }
 }

@@ -23,7 +23,8 @@ PreparedKv::PreparedKv(const AttentionShape& shape, const Precision& precision, 
     // fp32 operands are left in place by PrepareKv: copy them, so the caller's may go.
     const bool k_read = impl->coded.int_qk.k == nullptr && impl->coded.k_codes.data == nullptr;
     if (k_read && impl->views.k.data == k.data) impl->views.k = impl->storage.OwnKeyShaped(k);
-    if (impl->coded.v_codes.data == nullptr && impl->views.v.data == v.data) {
+    const bool v_read = impl->coded.v_codes.data == nullptr && impl->coded.int_pv.v == nullptr;
+    if (v_read && impl->views.v.data == v.data) {
       impl->views.v = impl->storage.OwnKeyShaped(v);
     }
   });
@@ -33,7 +34,11 @@ PreparedKv::PreparedKv(const AttentionShape& shape, const Precision& precision, 
   impl->bytes = ints.k != nullptr ? rows * (ints.pairs * 4 + sizeof(float))
                 : impl->coded.k_codes.data != nullptr ? elements * 2
                                                       : elements * sizeof(float);
-  impl->bytes += impl->coded.v_codes.data != nullptr ? elements * 2 : elements * sizeof(float);
+  const IntPv& int_values = impl->coded.int_pv;
+  impl->bytes += int_values.v != nullptr ? rows / size_t(shape.kv_len) * int_values.key_pairs *
+                                               int_values.width * 2 * sizeof(int16_t)
+                 : impl->coded.v_codes.data != nullptr ? elements * 2
+                                                       : elements * sizeof(float);
   impl_ = std::move(impl);
 }
 

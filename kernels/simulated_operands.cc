@@ -89,6 +89,32 @@ void SimulatedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
   out.pairs = pairs;
 }
 
+bool SimulatedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
+  return precision_.path == ComputePath::kNative && precision_.p == quant::Format::kInt8 &&
+         value.format == quant::Format::kInt8 && value.granularity == quant::Granularity::kTensor;
+}
+
+// Rows j and j + 1 of each (batch, kv head) interleaved column by column, as the int8 P V
+// product reads them (IntPv).
+IntPv SimulatedOperands::EncodeIntValues(ConstTensor v) {
+  const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
+  const size_t width = (dim + 31) / 32 * 32, key_pairs = (tokens + 1) / 2;
+  std::vector<float> scales;
+  const std::vector<uint8_t> codes = Int8Codes(v, precision_.ValueSpec(), shape_.kv_heads,
+                                               shape_.kv_len, "lpattn quantized V", scales);
+  const size_t slices = size_t(shape_.batch * shape_.kv_heads);
+  std::vector<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
+  for (size_t slice = 0; slice < slices; ++slice) {
+    for (size_t j = 0; j < tokens; ++j) {
+      int16_t* pair_row = panel.data() + (slice * key_pairs + j / 2) * width * 2;
+      for (size_t c = 0; c < dim; ++c) {
+        pair_row[2 * c + j % 2] = int8_t(codes[(slice * tokens + j) * dim + c]);
+      }
+    }
+  }
+  return {panel.data(), scales.empty() ? 0.0f : scales[0], width, key_pairs};
+}
+
 SimulatedOperands::KvViews SimulatedOperands::PrepareKv(ConstTensor k, ConstTensor v,
                                                         AttentionProblem& problem) {
   const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
@@ -100,7 +126,9 @@ SimulatedOperands::KvViews SimulatedOperands::PrepareKv(ConstTensor k, ConstTens
   } else {
     views.k = Key(k);
   }
-  if (Native(value)) {
+  if (NativeInt8Pv(value)) {
+    problem.int_pv = EncodeIntValues(v);
+  } else if (Native(value)) {
     problem.v_codes = Encode(v, value.format);
   } else {
     views.v = Value(v);

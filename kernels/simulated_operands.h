@@ -65,6 +65,9 @@ class SimulatedOperands {
   // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.
   void EncodeIntQueries(ConstTensor q, IntQk& out);
   void EncodeIntKeys(ConstTensor k, IntQk& out);
+  // int8 P V on the native path: p = int8, V in int8 with one scale per tensor.
+  bool NativeInt8Pv(const quant::QuantSpec& value) const;
+  IntPv EncodeIntValues(ConstTensor v);
   std::vector<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                                  int64_t tokens, const char* what, std::vector<float>& scales);
   AttentionShape shape_;
@@ -73,6 +76,7 @@ class SimulatedOperands {
   std::deque<std::vector<uint16_t>> codes_;
   std::deque<std::vector<int16_t>> int_queries_;
   std::deque<std::vector<int32_t>> int_keys_;
+  std::deque<std::vector<int16_t>> int_values_;
 };
 
 }  // namespace lpattn

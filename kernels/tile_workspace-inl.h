@@ -91,6 +91,9 @@ struct TileWorkspace {
   hwy::AlignedFreeUniquePtr<float[]> key_rows;          // a decoded key tile (CodedKv)
   hwy::AlignedFreeUniquePtr<int16_t[]> int_panel;       // int8 queries' pair panel (IntQk)
   HWY_ALIGN float col_scale[kTileMax];                  // and their scales
+  HWY_ALIGN int32_t weight_pairs[(kTileK / 2 + 1) * kTileQ];  // int8 P by key pair (IntPv)
+  HWY_ALIGN float weight_scale[kTileQ];                 // P's scale per query
+  HWY_ALIGN float value_scale[kMaxHeadDim + 32];        // V's scale per column
   HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
   uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
   HWY_ALIGN float factor[kTileMax];
@@ -192,7 +195,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
                           TileWorkspace& ws) {
   if (p.int_qk.k != nullptr) {
     const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
-    IntMatMul({p.int_qk.k + row0 * pairs, pairs, p.int_qk.k_scale + row0},
+    IntMatMul({p.int_qk.k + row0 * pairs, pairs, 1, p.int_qk.k_scale + row0},
               {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
     return;
   }
@@ -212,6 +215,38 @@ HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
       hn::StoreU(quant::HWY_NAMESPACE::RoundLanes(d, hn::LoadU(d, w), format, scale), d, w);
     }
   }
+}
+
+// out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the tile's
+// weights (key-major) become int8 codes through p_scale, as RoundWeights would round them,
+// paired by key ([key pair][query] words), and the integer product with V's pair-interleaved
+// codes is scaled once by p_scale * v_scale. (A NaN weight has no int8 code: it adds 0.)
+HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
+                                      size_t j0, size_t nk, size_t nq, size_t columns,
+                                      const float* weights, float* out, size_t padded_dim,
+                                      TileWorkspace& ws) {
+  namespace qn = quant::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const size_t N = hn::Lanes(df), pairs = (nk + 1) / 2;
+  const auto scale = hn::Set(df, p.p_scale);
+  const auto low = hn::Set(di, 0xFFFF);
+  for (size_t jp = 0; jp < pairs; ++jp) {
+    for (size_t i = 0; i < columns; i += N) {
+      const auto even = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + 2 * jp * kTileQ + i), scale));
+      const auto odd = 2 * jp + 1 < nk
+          ? qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + (2 * jp + 1) * kTileQ + i), scale))
+          : hn::Zero(di);
+      hn::StoreU(hn::Or(hn::And(even, low), hn::ShiftLeft<16>(odd)), di,
+                 ws.weight_pairs + jp * kTileQ + i);
+    }
+  }
+  std::fill(ws.weight_scale, ws.weight_scale + nq, p.p_scale);
+  std::fill(ws.value_scale, ws.value_scale + padded_dim, p.int_pv.v_scale);
+  const IntPv& v = p.int_pv;
+  const int16_t* panel = v.v + ((b * p.kv_heads + kv_head) * v.key_pairs + j0 / 2) * v.width * 2;
+  IntMatMul<true>({ws.weight_pairs, 1, kTileQ, ws.weight_scale}, {panel, v.width, ws.value_scale},
+                  {out, padded_dim}, nq, padded_dim, pairs);
 }
 
 HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,

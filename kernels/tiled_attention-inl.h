@@ -131,10 +131,15 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
                           out);
       } else {
         tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
+        ScaleRows(out, nq, padded_dim, ws.factor);
+        if (p.int_pv.v != nullptr) {  // rounds P itself, to the codes it multiplies
+          IntWeightsTimesValues(p, b, h / p.group(), j0, nk, nq, columns, scores, out, padded_dim,
+                                ws);
+          continue;
+        }
         if (p.p_format != quant::Format::kFp32) {
           RoundWeights(scores, nk, columns, p.p_format, p.p_scale);
         }
-        ScaleRows(out, nq, padded_dim, ws.factor);
         const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
         MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
                      ws.range_begin, ws.range_end);

@@ -91,13 +91,15 @@ TEST(PrecisionKernels, ExactMatchesReferenceWithEveryFormatAndGranularity) {
   }
 }
 
-// The native path (bf16/fp16 K and V decoded tile by tile in the forward; int8 Q K^T as exact
-// integer sums scaled once) and the simulation path give the same numbers up to fp32 rounding.
+// The native path (bf16/fp16 K and V decoded tile by tile in the forward; int8 Q K^T, and int8
+// P V with p = int8 and a per-tensor V scale, as exact integer sums scaled once) and the
+// simulation path give the same numbers up to fp32 rounding.
 // Odd head dimensions exercise the decoder's tails and the int8 path's padded channel pair.
 TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
   for (const char* precision : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=bf16,pv=int8",
                                 "qk=int8,pv=fp16", "qk=fp16,pv=bf16,gran=token",
-                                "qk=int8,pv=int8,gran=tensor", "qk=int8,pv=bf16,block=16"}) {
+                                "qk=int8,pv=int8,gran=tensor", "qk=int8,pv=bf16,block=16",
+                                "qk=int8,pv=int8,p=int8,gran=tensor", "pv=int8,p=int8,gran=tensor"}) {
     for (const AttentionShape shape : {AttentionShape{1, 2, 1, 65, 65, 64},
                                        AttentionShape{2, 4, 2, 70, 130, 3},
                                        AttentionShape{1, 2, 2, 130, 40, 80}}) {
@@ -123,7 +125,8 @@ TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
 TEST(PreparedKv, ForwardMatchesThePlainCallAndHoldsLessStorage) {
   const AttentionShape shape{2, 4, 2, 70, 130, 32};
   for (const char* precision : {"", "qk=bf16,pv=bf16", "qk=int8,pv=int8", "qk=int8,pv=fp16",
-                                "qk=fp8e4m3,pv=fp8e4m3,gran=token", "qk=int8,pv=bf16,path=sim"}) {
+                                "qk=fp8e4m3,pv=fp8e4m3,gran=token", "qk=int8,pv=bf16,path=sim",
+                                "qk=int8,pv=int8,p=int8,gran=tensor"}) {
     AttentionCase c(shape, true, SinkMode::kLearned, Layout::kBTHD, 4);
     c.options.precision = ParsePrecision(precision);
     for (const std::string& target : SupportedTargets()) {
@@ -211,7 +214,8 @@ void ExpectRoundedWeightsMatchReference(AttentionCase c, const std::string& prec
 
 TEST(PrecisionKernels, RoundedWeightsMatchTheReference) {
   for (const char* precision : {"p=int8", "p=fp8e4m3", "p=fp8e5m2", "p=bf16",
-                                "qk=int8,pv=int8,p=int8", "qk=bf16,pv=bf16,p=fp8e4m3"}) {
+                                "qk=int8,pv=int8,p=int8", "qk=bf16,pv=bf16,p=fp8e4m3",
+                                "qk=int8,pv=int8,p=int8,gran=tensor"}) {
     for (bool causal : {false, true}) {
       ExpectRoundedWeightsMatchReference(
           AttentionCase({1, 2, 1, 65, 65, 64}, causal, SinkMode::kNone, Layout::kBHTD), precision);
