@@ -547,11 +547,9 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
   std::unique_ptr<AttentionArm> arm = MakeKernelArm(spec.substr(0, plus));
   try {
     const Precision precision = ParsePrecision(spec.substr(plus + 1));
-    const std::string kernel = spec.substr(0, plus);
-    const bool softmax = kernel.rfind(kKIntervalPrefix, 0) != 0 &&
-                         kernel.rfind("tda", 0) != 0;
-    if (precision.p != quant::Format::kFp32 && !softmax) {
-      throw std::invalid_argument("P quantization (p=) is implemented for exact attention only");
+    if (precision.p != quant::Format::kFp32 && spec.rfind("tda", 0) == 0) {
+      throw std::invalid_argument(
+          "P quantization (p=) is implemented for exact and K-interval attention only");
     }
     arm->SetPrecision(precision);
   } catch (const std::invalid_argument& e) {

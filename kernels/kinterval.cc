@@ -176,7 +176,8 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& o, const double* s
 
 // §2 backward: d_j = (g_j - g_bar) / Z, then the surrogate's route from d to the scores.
 void KIntervalRowBackward(const KIntervalOptions& o, const double* s, size_t n,
-                          const KIntervalRowStats& st, const double* g, double* ds) {
+                          const KIntervalRowStats& st, const double* g, double* ds,
+                          const double* g_bar_given) {
   const bool degenerate = Degenerate(st);
   const Grid grid(o.K, degenerate ? 1.0 : st.R, o.grid);  // unused in a degenerate row
   std::vector<double> w_hat(n), d(n);
@@ -185,6 +186,7 @@ void KIntervalRowBackward(const KIntervalOptions& o, const double* s, size_t n,
     w_hat[j] = degenerate ? 1.0 : Reconstruct(o, grid, s[j] - st.m);
     g_bar += w_hat[j] / st.Z * g[j];
   }
+  if (g_bar_given != nullptr) g_bar = *g_bar_given;
   for (size_t j = 0; j < n; ++j) d[j] = (g[j] - g_bar) / st.Z;
 
   if (o.surrogate == KIntervalSurrogate::kProb) {
@@ -197,6 +199,7 @@ void KIntervalRowBackward(const KIntervalOptions& o, const double* s, size_t n,
     }
     double pi_g = 0.0;
     for (size_t j = 0; j < n; ++j) pi_g += (pi[j] /= z) * g[j];
+    if (o.prob_jacobian_at_grid) pi_g = g_bar;  // sum p^ g, or the caller's dO . o
     for (size_t j = 0; j < n; ++j) ds[j] = pi[j] * (g[j] - pi_g);
     return;
   }

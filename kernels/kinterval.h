@@ -62,8 +62,11 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& options, const dou
 // §2 backward of the same row: g_j = dL/dp_j in (dO_i . v_j in attention), ds_j = dL/ds_j out
 // under options.surrogate. In a degenerate row the calibration terms are 0 and the exact and
 // weight surrogates take the slope exp(u_j) = 1, which is exact softmax's gradient there.
+// g_bar, if given, replaces sum_j p_j g_j (attention passes dO_i . o_i, which differs from it
+// when the forward rounded P before P V, spec §4).
 void KIntervalRowBackward(const KIntervalOptions& options, const double* s, size_t n,
-                          const KIntervalRowStats& stats, const double* g, double* ds);
+                          const KIntervalRowStats& stats, const double* g, double* ds,
+                          const double* g_bar = nullptr);
 
 // ---- the SIMD kernel ---------------------------------------------------------------------
 

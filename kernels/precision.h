@@ -27,8 +27,8 @@ struct Precision {
   quant::Format pv = quant::Format::kFp32;  // V
   // P, the weights fed to the P V product, each taken relative to its row's final max
   // (exp(s - m_i) <= 1; a statistics pass finds m_i first): int8 with the fixed scale 1/127, the
-  // float formats unscaled; Z sums the unrounded weights. Exact attention only (K-interval and
-  // thresholded calls reject it). The backward uses P unrounded, with Delta = dO . o of the
+  // float formats unscaled; Z sums the unrounded weights. Exact and K-interval attention
+  // (thresholded calls reject it). The backward uses P unrounded, with Delta = dO . o of the
   // forward's (rounded) o.
   quant::Format p = quant::Format::kFp32;
   // Scales of Q, K and V: per tensor, token, block of `block` tokens, or channel (K and V;

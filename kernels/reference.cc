@@ -135,7 +135,7 @@ AttentionOptions Fp32Operands(AttentionOptions options) {
 void RejectRoundedWeights(const AttentionOptions& options) {
   if (options.precision.p != quant::Format::kFp32) {
     throw std::invalid_argument(
-        "lpattn reference: P quantization is defined for exact attention only");
+        "lpattn reference: P quantization is not defined for thresholded attention");
   }
 }
 
@@ -295,7 +295,6 @@ ReferenceKIntervalForwardResult ReferenceKIntervalForward(const AttentionShape& 
                                                           const AttentionOptions& call_options,
                                                           const KIntervalOptions& kint,
                                                           const ReferenceInputs& given) {
-  RejectRoundedWeights(call_options);
   const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   CheckKIntervalInputs(shape, options, kint, inputs);
@@ -311,11 +310,14 @@ ReferenceKIntervalForwardResult ReferenceKIntervalForward(const AttentionShape& 
         if (visible == 0) continue;  // §0: zeros
         RowScores(shape, scale, inputs, b, h, i, visible, s);
         p.resize(s.size());
-        result.stats[LseIndex(shape, b, h, i)] = KIntervalRowForward(kint, s.data(), s.size(), p.data());
+        const KIntervalRowStats stats = KIntervalRowForward(kint, s.data(), s.size(), p.data());
+        result.stats[LseIndex(shape, b, h, i)] = stats;
         double* o_i = &result.o[QRowOffset(shape, b, h, i)];
         for (int64_t j = 0; j < visible; ++j) {
+          // §4: P quantization rounds the weight before normalisation, w^ = p Z (<= 1).
+          const double w = RoundedWeight(call_options.precision, p[size_t(j)] * stats.Z) / stats.Z;
           const double* v_j = &inputs.v[KvRowOffset(shape, b, KvHeadOf(shape, h), j)];
-          for (int64_t d = 0; d < shape.head_dim; ++d) o_i[d] += p[size_t(j)] * v_j[d];
+          for (int64_t d = 0; d < shape.head_dim; ++d) o_i[d] += w * v_j[d];
         }
       }
     }
@@ -328,9 +330,13 @@ ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
                                               const KIntervalOptions& kint,
                                               const ReferenceInputs& given,
                                               const std::vector<double>& d_o) {
-  RejectRoundedWeights(call_options);
   const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
+  // With P rounded (§4) the backward's g_bar is dO_i . o_i of the rounded forward, as in the
+  // kernels (it equals sum_j p_j g_j otherwise).
+  const bool rounded_p = options.precision.p != quant::Format::kFp32;
+  const std::vector<double> o =
+      rounded_p ? ReferenceKIntervalForward(shape, options, kint, inputs).o : std::vector<double>();
   CheckKIntervalInputs(shape, options, kint, inputs);
   CheckSize(d_o, shape.batch * shape.heads * shape.q_len * shape.head_dim, "d_o");
   const double scale = static_cast<double>(ResolvedScale(shape, options));
@@ -357,7 +363,9 @@ ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
         for (int64_t j = 0; j < visible; ++j) {
           g[size_t(j)] = Dot(d_o_i, &inputs.v[KvRowOffset(shape, b, kv_h, j)], dim);
         }
-        KIntervalRowBackward(kint, s.data(), s.size(), stats, g.data(), ds.data());
+        const double g_bar = rounded_p ? Dot(d_o_i, &o[row], dim) : 0.0;
+        KIntervalRowBackward(kint, s.data(), s.size(), stats, g.data(), ds.data(),
+                             rounded_p ? &g_bar : nullptr);
         const double* q_i = &inputs.q[row];
         for (int64_t j = 0; j < visible; ++j) {
           const size_t kv_row = KvRowOffset(shape, b, kv_h, j);

@@ -356,7 +356,8 @@ void ExpectMatchesReference(const AttentionShape& shape, bool causal, Layout lay
   const size_t dim = size_t(shape.head_dim), rows = ref.stats.size();
   // A rounded grid jumps too: a grid value within rounding of a midpoint of its format may
   // round either way in float and in double.
-  const bool jumps = kint.rounding == KIntervalRounding::kNearest || kint.grid != quant::Format::kFp32;
+  const bool jumps = kint.rounding == KIntervalRounding::kNearest ||
+                     kint.grid != quant::Format::kFp32 || precision.p != quant::Format::kFp32;
   const size_t flips = jumps ? rows / 100 + 1 : 0;
   for (const std::string& target : test::SupportedTargets()) {
     const test::ScopedTarget pin(target);
@@ -457,7 +458,8 @@ RowErrors CompareRows(const std::vector<double>& kernel, const std::vector<doubl
 void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, Layout layout,
                                     const std::string& text, const Precision& precision = {}) {
   const KIntervalOptions kint = Options(text);
-  const bool nearest = kint.rounding == KIntervalRounding::kNearest || kint.grid != quant::Format::kFp32;
+  const bool nearest = kint.rounding == KIntervalRounding::kNearest ||
+                       kint.grid != quant::Format::kFp32 || precision.p != quant::Format::kFp32;
   const bool jumps = nearest || kint.surrogate == KIntervalSurrogate::kExact;
   AttentionCase c(shape, causal, SinkMode::kNone, layout);
   c.options.precision = precision;
@@ -491,7 +493,7 @@ void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, La
     // A flipped value of a rounded grid changes the chord of every entry in its two intervals
     // across the row, so more gradient rows move, each by little: up to 10% + 2 of the rows,
     // within 1e-3.
-    const bool rounded_grid = kint.grid != quant::Format::kFp32;
+    const bool rounded_grid = kint.grid != quant::Format::kFp32 || precision.p != quant::Format::kFp32;
     for (const auto& g : grads) {
       const size_t allowed = !g.may_jump ? 0 : rounded_grid ? g.rows / 10 + 2 : g.rows / 100 + 2;
       EXPECT_LE(g.errors.bad, allowed) << g.name << " " << where << " worst " << g.errors.worst;
@@ -552,12 +554,23 @@ TEST(KIntervalKernel, MatchesReferenceWithALowPrecisionGrid) {
   }
 }
 
-TEST(KIntervalKernel, RejectsPQuantization) {
-  AttentionCase c({1, 2, 1, 16, 16, 8}, false, SinkMode::kNone, Layout::kBHTD);
-  c.options.precision.p = quant::Format::kFp8E4M3;
-  EXPECT_THROW(RunKernel(c, Options("K=4"), Layout::kBHTD), std::invalid_argument);
-  EXPECT_THROW(ReferenceKIntervalForward(c.shape, c.options, Options("K=4"), c.DenseInputs()),
-               std::invalid_argument);
+// §4 P quantization under K-interval attention: the weights w^ (at most 1) rounded before P V,
+// forward and backward (whose g_bar is dO . o of the rounded forward), against the reference;
+// with int8 P and a per-tensor int8 V the kernel's P V is the integer product.
+TEST(KIntervalKernel, MatchesReferenceWithRoundedWeights) {
+  for (const char* precision : {"p=int8", "p=fp8e4m3", "qk=int8,pv=int8,p=bf16",
+                                "qk=int8,pv=int8,p=int8,gran=tensor"}) {
+    // (Lerp: nearest's own flips at half-nodes move a row's Z, and with it every dV row.)
+    for (const char* text : {"K=4", "K=16,cal=window,W=3,ste=weight", "K=4,ste=prob,jac=grid",
+                             "K=8,ste=prob"}) {
+      for (bool causal : {false, true}) {
+        ExpectMatchesReference({1, 2, 1, 65, 65, 32}, causal, Layout::kBTHD, text,
+                               ParsePrecision(precision));
+        ExpectBackwardMatchesReference({1, 2, 1, 70, 130, 16}, causal, Layout::kBHTD, text,
+                                       ParsePrecision(precision));
+      }
+    }
+  }
 }
 
 // The same bits for 1 and 3 threads, forward and backward (fixed tiles, one writer per row).
