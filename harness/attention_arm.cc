@@ -547,10 +547,6 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
   std::unique_ptr<AttentionArm> arm = MakeKernelArm(spec.substr(0, plus));
   try {
     const Precision precision = ParsePrecision(spec.substr(plus + 1));
-    if (precision.p != quant::Format::kFp32 && spec.rfind("tda", 0) == 0) {
-      throw std::invalid_argument(
-          "P quantization (p=) is implemented for exact and K-interval attention only");
-    }
     arm->SetPrecision(precision);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("attention arm '" + spec + "': " + e.what());

@@ -27,9 +27,9 @@ struct Precision {
   quant::Format pv = quant::Format::kFp32;  // V
   // P, the weights fed to the P V product, each taken relative to its row's final max
   // (exp(s - m_i) <= 1; a statistics pass finds m_i first): int8 with the fixed scale 1/127, the
-  // float formats unscaled; Z sums the unrounded weights. Exact and K-interval attention
-  // (thresholded calls reject it). The backward uses P unrounded, with Delta = dO . o of the
-  // forward's (rounded) o.
+  // float formats unscaled (thresholded attention's signed
+  // weights likewise); Z sums the unrounded weights. The backward uses P unrounded, with
+  // Delta = dO . o of the forward's (rounded) o where a transform needs it.
   quant::Format p = quant::Format::kFp32;
   // Scales of Q, K and V: per tensor, token, block of `block` tokens, or channel (K and V;
   // Q then takes per-token scales, since a per-channel Q scale cannot leave the dot product).

@@ -132,13 +132,6 @@ AttentionOptions Fp32Operands(AttentionOptions options) {
   return options;
 }
 
-void RejectRoundedWeights(const AttentionOptions& options) {
-  if (options.precision.p != quant::Format::kFp32) {
-    throw std::invalid_argument(
-        "lpattn reference: P quantization is not defined for thresholded attention");
-  }
-}
-
 }  // namespace
 
 // §1 and §1.1 forward, per row i:
@@ -456,7 +449,6 @@ ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& 
                                                           const AttentionOptions& call_options,
                                                           const ThresholdOptions& threshold,
                                                           const ReferenceThresholdInputs& given) {
-  RejectRoundedWeights(call_options);
   const ReferenceThresholdInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   const ThresholdOperands ops = PrepareThreshold(shape, options, threshold, inputs);
@@ -465,7 +457,7 @@ ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& 
   ReferenceThresholdForwardResult result;
   result.o.assign(inputs.q[0].size(), 0.0);
   result.survivors.assign(size_t(threshold.views * rows), 0);
-  std::vector<double> s, a;
+  std::vector<double> s, a, w;
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       for (int64_t i = 0; i < shape.q_len; ++i) {
@@ -473,6 +465,7 @@ ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& 
         if (visible == 0) continue;  // §0: zeros
         const double tau = ThresholdTau(threshold, visible, shape.head_dim);
         double* o_i = &result.o[QRowOffset(shape, b, h, i)];
+        w.assign(size_t(visible), 0.0);  // the row's weights, sum over views of c_t a_t
         for (int t = 0; t < threshold.views; ++t) {
           ThresholdRowScores(shape, scale, ops, t, b, h, i, visible, s);
           a.resize(s.size());
@@ -481,10 +474,12 @@ ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& 
           result.visible_entries += visible;
           result.zero_entries += int64_t(std::count(a.begin(), a.end(), 0.0));
           const double c = ViewSign(inputs, t, h);
-          for (int64_t j = 0; j < visible; ++j) {
-            const double* v_j = &inputs.v[KvRowOffset(shape, b, KvHeadOf(shape, h), j)];
-            for (int64_t d = 0; d < shape.head_dim; ++d) o_i[d] += c * a[size_t(j)] * v_j[d];
-          }
+          for (int64_t j = 0; j < visible; ++j) w[size_t(j)] += c * a[size_t(j)];
+        }
+        for (int64_t j = 0; j < visible; ++j) {
+          const double w_j = RoundedWeight(call_options.precision, w[size_t(j)]);  // §4
+          const double* v_j = &inputs.v[KvRowOffset(shape, b, KvHeadOf(shape, h), j)];
+          for (int64_t d = 0; d < shape.head_dim; ++d) o_i[d] += w_j * v_j[d];
         }
       }
     }
@@ -497,7 +492,6 @@ ReferenceThresholdGradients ReferenceThresholdBackward(const AttentionShape& sha
                                                        const ThresholdOptions& threshold,
                                                        const ReferenceThresholdInputs& given,
                                                        const std::vector<double>& d_o) {
-  RejectRoundedWeights(call_options);
   const ReferenceThresholdInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   const ThresholdOperands ops = PrepareThreshold(shape, options, threshold, inputs);

@@ -72,6 +72,8 @@ HWY_INLINE void SparseTileForward(const AttentionProblem& p, const Transform& tr
   const size_t nonzero = tr.WeighTiles(weights, second_scores, nk, columns, ws.visible,
                                        all_visible, state);
   if (nonzero == 0) return;
+  // §4 P quantization: the weights fed to P V rounded (zeros stay zeros).
+  if (p.p_format != quant::Format::kFp32) RoundWeights(weights, nk, columns, p.p_format, p.p_scale);
   if (nonzero * 8 <= nq * nk) {
     SparseWeightedRows(weights, nk, nq, v, j0, dim, padded_dim, out);
     return;

@@ -94,9 +94,6 @@ void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& opt
   ValidateThreshold(threshold);
   ValidateShapeAndOptions(shape, options);
   if (options.sink != SinkMode::kNone) Fail("sinks are not defined for it (§3)");
-  if (options.precision.p != quant::Format::kFp32) {
-    Fail("P quantization (precision p=) is implemented for exact and K-interval attention only");
-  }
   if (shape.kv_len >= (int64_t(1) << 24)) {
     Fail("kv_len must be below 2^24, got " + std::to_string(shape.kv_len));
   }

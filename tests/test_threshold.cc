@@ -521,14 +521,18 @@ TEST(ThresholdKernel, MatchesReferenceWithLowPrecisionOperands) {
   }
 }
 
-TEST(ThresholdKernel, RejectsPQuantization) {
-  TwoViewCase c({1, 2, 1, 16, 16, 8}, false, Layout::kBHTD);
-  c.first.options.precision.p = quant::Format::kInt8;
-  try {
-    RunForward(c, ParseThreshold("views=2"), Layout::kBHTD);
-    FAIL() << "p=int8 accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("P quantization"), std::string::npos) << e.what();
+// §4 P quantization: the combined weights a1 - lambda a2 (signed, at most 1 in magnitude with
+// cosine scores) rounded before P V; the backward uses them unrounded.
+TEST(ThresholdKernel, MatchesReferenceWithRoundedWeights) {
+  for (const char* precision : {"p=int8", "p=fp8e4m3", "qk=int8,pv=int8,p=bf16"}) {
+    for (const char* text : {"views=2,p=2,beta=0", "views=2,p=2,beta=0.3", "views=1,p=1,beta=0.2"}) {
+      for (bool causal : {false, true}) {
+        ExpectForwardMatchesReference({1, 2, 1, 65, 65, 32}, causal, Layout::kBTHD, text,
+                                      ParsePrecision(precision));
+        ExpectBackwardMatchesReference({1, 2, 1, 70, 130, 16}, causal, Layout::kBHTD, text,
+                                       ParsePrecision(precision));
+      }
+    }
   }
 }
 
