@@ -7,7 +7,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_problem.h"
 #include "kernels/prepared_kv_impl.h"
-#include "kernels/simulated_operands.h"
+#include "kernels/quantized_operands.h"
 #include "kernels/validate.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -67,7 +67,7 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
   ValidateForward(shape, options, args);
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
-    SimulatedOperands operands(shape, options.precision);
+    QuantizedOperands operands(shape, options.precision);
     AttentionProblem coded = problem;
     const ForwardArgs in = operands.SubstituteForward(args, coded);
     HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(coded, in);
@@ -99,7 +99,7 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
   problem.int_qk = prepared.coded.int_qk;
   problem.int_pv = prepared.coded.int_pv;
   RunWithThreads(options.threads, [&] {
-    SimulatedOperands queries(shape, options.precision);
+    QuantizedOperands queries(shape, options.precision);
     ForwardArgs in = args;
     in.q = queries.PrepareQueries(q, problem);
     HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, in);
@@ -111,7 +111,7 @@ void ExactBackward(const AttentionShape& shape, const AttentionOptions& options,
   ValidateBackward(shape, options, args);
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
-    SimulatedOperands operands(shape, options.precision);
+    QuantizedOperands operands(shape, options.precision);
     HWY_DYNAMIC_DISPATCH(ExactBackwardTiled)(problem, operands.Substitute(args));
   });
 }

@@ -5,7 +5,7 @@
 
 #include "kernels/attention_problem.h"
 #include "kernels/kinterval.h"
-#include "kernels/simulated_operands.h"
+#include "kernels/quantized_operands.h"
 #include "kernels/validate.h"
 
 #ifndef LPATTN_KERNELS_KINTERVAL_ATTENTION_ONCE_
@@ -99,7 +99,7 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
   ValidateForward(shape, options, ForwardArgs{args.q, args.k, args.v, args.o, args.saved.m});
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
-    SimulatedOperands operands(shape, options.precision);
+    QuantizedOperands operands(shape, options.precision);
     AttentionProblem coded = problem;
     const KIntervalForwardArgs in = operands.SubstituteForward(args, coded);
     HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(coded, kint, in);
@@ -113,7 +113,7 @@ void KIntervalBackward(const AttentionShape& shape, const AttentionOptions& opti
   ValidateBackward(shape, options, ToBackwardArgs(args));
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
-    SimulatedOperands operands(shape, options.precision);
+    QuantizedOperands operands(shape, options.precision);
     HWY_DYNAMIC_DISPATCH(KIntervalBackwardTiled)(problem, kint, operands.Substitute(args));
   });
 }

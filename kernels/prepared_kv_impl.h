@@ -4,7 +4,7 @@
 
 #include "kernels/attention_problem.h"
 #include "kernels/prepared_kv.h"
-#include "kernels/simulated_operands.h"
+#include "kernels/quantized_operands.h"
 
 namespace lpattn {
 
@@ -12,10 +12,10 @@ struct PreparedKv::Impl {
   Impl(const AttentionShape& s, const Precision& p) : shape(s), precision(p), storage(s, p) {}
   AttentionShape shape;
   Precision precision;
-  SimulatedOperands storage;      // owns every buffer below
+  QuantizedOperands storage;      // owns every buffer below
   // fp32 views of K and V (owned copies) where not coded; where coded, the caller's tensors,
   // never read.
-  SimulatedOperands::KvViews views;
+  QuantizedOperands::KvViews views;
   AttentionProblem coded{};       // only k_codes, v_codes and int_qk's key half are set
   size_t bytes = 0;
 };

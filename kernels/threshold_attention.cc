@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/attention_problem.h"
-#include "kernels/simulated_operands.h"
+#include "kernels/quantized_operands.h"
 #include "kernels/threshold.h"
 #include "kernels/validate.h"
 #include "tbb/blocked_range.h"
@@ -193,9 +193,9 @@ ThresholdCall MakeCall(const AttentionShape& shape, const AttentionProblem& prob
 }  // namespace
 
 // The call's arguments with each view's Q and K, and V, replaced by the operands the precision
-// option multiplies (simulated_operands.h).
+// option multiplies (quantized_operands.h).
 template <class Args>
-Args Simulated(SimulatedOperands& operands, Args args, int views) {
+Args Simulated(QuantizedOperands& operands, Args args, int views) {
   for (int t = 0; t < views; ++t) {
     args.q[t] = operands.Query(args.q[t]);
     args.k[t] = operands.Key(args.k[t]);
@@ -220,7 +220,7 @@ void ThresholdForward(const AttentionShape& shape, const AttentionOptions& optio
   // Queries are normalised as the skeleton packs them; keys, which it reads in place, first.
   problem.unit_queries = threshold.l2_normalize;
   RunWithThreads(options.threads, [&] {
-    SimulatedOperands operands(shape, options.precision);
+    QuantizedOperands operands(shape, options.precision);
     const ThresholdForwardArgs in = Simulated(operands, args, threshold.views);
     if (!threshold.l2_normalize) {
       HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, in);
@@ -309,7 +309,7 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
   const Strides q_dense = ContiguousBHTD(shape.heads, shape.q_len, shape.head_dim);
   const Strides kv_dense = ContiguousBHTD(shape.kv_heads, shape.kv_len, shape.head_dim);
   RunWithThreads(options.threads, [&] {
-    SimulatedOperands operands(shape, options.precision);
+    QuantizedOperands operands(shape, options.precision);
     const ThresholdBackwardArgs in = Simulated(operands, args, threshold.views);
     std::vector<float> row_ds(args.d_beta != nullptr ? size_t(threshold.views) * rows : 0);
     std::vector<float> row_a_dp(threshold.views == 2 ? rows : 0);

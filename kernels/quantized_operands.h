@@ -1,10 +1,13 @@
-// The simulation path of low-precision operands (spec/kernels.md §4): each operand the
-// precision option quantizes is replaced by a dense dequantized fp32 copy before the tiled
-// skeleton runs, so every row transform sees exactly the values a low-precision product would
-// multiply. In the backward the same copies stand in for the operands (straight-through: the
-// gradients with respect to the unquantized operands are computed with the dequantized ones).
-#ifndef LPATTN_KERNELS_SIMULATED_OPERANDS_H_
-#define LPATTN_KERNELS_SIMULATED_OPERANDS_H_
+// The operands of a kernel call as the precision option stores them (spec/kernels.md §4), made
+// once per call (or once per PreparedKv) and owned here:
+// - simulation: each quantized operand replaced by a dense dequantized fp32 copy, so every row
+//   transform sees exactly the values a low-precision product would multiply; in the backward
+//   the same copies stand in for the operands (straight-through: the gradients with respect to
+//   the unquantized operands are computed with the dequantized ones);
+// - the native path of the dense forwards: bf16/fp16 K and V as 16-bit codes, int8 Q and K as
+//   integer codes with per-token scales, int8 V paired by key for the integer P V product.
+#ifndef LPATTN_KERNELS_QUANTIZED_OPERANDS_H_
+#define LPATTN_KERNELS_QUANTIZED_OPERANDS_H_
 
 #include <deque>
 #include <vector>
@@ -14,9 +17,9 @@
 
 namespace lpattn {
 
-class SimulatedOperands {
+class QuantizedOperands {
  public:
-  SimulatedOperands(const AttentionShape& shape, const Precision& precision)
+  QuantizedOperands(const AttentionShape& shape, const Precision& precision)
       : shape_(shape), precision_(precision) {}
 
   // The view to multiply with: `t` itself when its format is fp32, else a dequantized copy
@@ -81,4 +84,4 @@ class SimulatedOperands {
 
 }  // namespace lpattn
 
-#endif  // LPATTN_KERNELS_SIMULATED_OPERANDS_H_
+#endif  // LPATTN_KERNELS_QUANTIZED_OPERANDS_H_

@@ -1,5 +1,5 @@
-// Dequantized operand copies for the simulation path (simulated_operands.h).
-#include "kernels/simulated_operands.h"
+// Operand storage for the simulation and native paths (quantized_operands.h).
+#include "kernels/quantized_operands.h"
 
 #include <algorithm>
 
@@ -9,7 +9,7 @@
 
 namespace lpattn {
 
-ConstTensor SimulatedOperands::Quantize(ConstTensor t, const quant::QuantSpec& spec,
+ConstTensor QuantizedOperands::Quantize(ConstTensor t, const quant::QuantSpec& spec,
                                         int64_t heads, int64_t tokens, const char* name) {
   if (spec.format == quant::Format::kFp32) return t;
   const int64_t dim = shape_.head_dim;
@@ -20,12 +20,12 @@ ConstTensor SimulatedOperands::Quantize(ConstTensor t, const quant::QuantSpec& s
   return {copy.data(), ContiguousBHTD(heads, tokens, dim)};
 }
 
-bool SimulatedOperands::Native(const quant::QuantSpec& spec) const {
+bool QuantizedOperands::Native(const quant::QuantSpec& spec) const {
   return precision_.path == ComputePath::kNative && !spec.smooth &&
          (spec.format == quant::Format::kBf16 || spec.format == quant::Format::kFp16);
 }
 
-CodedKv SimulatedOperands::Encode(ConstTensor t, quant::Format format) {
+CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
   const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
   std::vector<uint16_t>& codes = codes_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
   tbb::parallel_for(int64_t(0), shape_.batch * heads, [&](int64_t slice) {
@@ -38,12 +38,12 @@ CodedKv SimulatedOperands::Encode(ConstTensor t, quant::Format format) {
   return {codes.data(), ContiguousBHTD(heads, tokens, dim), format == quant::Format::kFp16};
 }
 
-bool SimulatedOperands::NativeInt8(const quant::QuantSpec& key) const {
+bool QuantizedOperands::NativeInt8(const quant::QuantSpec& key) const {
   return precision_.path == ComputePath::kNative && key.format == quant::Format::kInt8 &&
          key.granularity != quant::Granularity::kChannel && !key.smooth;
 }
 
-std::vector<uint8_t> SimulatedOperands::Int8Codes(ConstTensor t, const quant::QuantSpec& spec,
+std::vector<uint8_t> QuantizedOperands::Int8Codes(ConstTensor t, const quant::QuantSpec& spec,
                                                   int64_t heads, int64_t tokens, const char* what,
                                                   std::vector<float>& scales) {
   std::vector<uint8_t> codes(size_t(shape_.batch * heads * tokens * shape_.head_dim));
@@ -56,7 +56,7 @@ std::vector<uint8_t> SimulatedOperands::Int8Codes(ConstTensor t, const quant::Qu
 }
 
 // Rows of int8 codes widened to int16, odd head dimensions padded with a zero channel.
-void SimulatedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
+void QuantizedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
   const size_t dim = size_t(shape_.head_dim), width = 2 * ((dim + 1) / 2);
   std::vector<float>& scales = copies_.emplace_back();
   const std::vector<uint8_t> codes = Int8Codes(q, precision_.QuerySpec(), shape_.heads,
@@ -71,7 +71,7 @@ void SimulatedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
 }
 
 // Each pair of channels' int16 codes (k[2p], k[2p + 1]) as one little-endian int32 word.
-void SimulatedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
+void QuantizedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
   const size_t dim = size_t(shape_.head_dim), pairs = (dim + 1) / 2;
   std::vector<float>& scales = copies_.emplace_back();
   const std::vector<uint8_t> codes = Int8Codes(k, precision_.KeySpec(), shape_.kv_heads,
@@ -89,14 +89,14 @@ void SimulatedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
   out.pairs = pairs;
 }
 
-bool SimulatedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
+bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
   return precision_.path == ComputePath::kNative && precision_.p == quant::Format::kInt8 &&
          value.format == quant::Format::kInt8 && value.granularity == quant::Granularity::kTensor;
 }
 
 // Rows j and j + 1 of each (batch, kv head) interleaved column by column, as the int8 P V
 // product reads them (IntPv).
-IntPv SimulatedOperands::EncodeIntValues(ConstTensor v) {
+IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
   const size_t width = (dim + 31) / 32 * 32, key_pairs = (tokens + 1) / 2;
   std::vector<float> scales;
@@ -115,7 +115,7 @@ IntPv SimulatedOperands::EncodeIntValues(ConstTensor v) {
   return {panel.data(), scales.empty() ? 0.0f : scales[0], width, key_pairs};
 }
 
-SimulatedOperands::KvViews SimulatedOperands::PrepareKv(ConstTensor k, ConstTensor v,
+QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTensor v,
                                                         AttentionProblem& problem) {
   const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
   KvViews views{k, v};
@@ -136,7 +136,7 @@ SimulatedOperands::KvViews SimulatedOperands::PrepareKv(ConstTensor k, ConstTens
   return views;
 }
 
-ConstTensor SimulatedOperands::OwnKeyShaped(ConstTensor t) {
+ConstTensor QuantizedOperands::OwnKeyShaped(ConstTensor t) {
   const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
   std::vector<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
   for (int64_t slice = 0; slice < shape_.batch * heads; ++slice) {
@@ -149,19 +149,19 @@ ConstTensor SimulatedOperands::OwnKeyShaped(ConstTensor t) {
   return {copy.data(), ContiguousBHTD(heads, tokens, dim)};
 }
 
-ConstTensor SimulatedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
+ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
   if (!NativeInt8(precision_.KeySpec())) return Query(q);
   EncodeIntQueries(q, problem.int_qk);
   return q;
 }
 
-ConstTensor SimulatedOperands::Query(ConstTensor q, const char* name) {
+ConstTensor QuantizedOperands::Query(ConstTensor q, const char* name) {
   return Quantize(q, precision_.QuerySpec(), shape_.heads, shape_.q_len, name);
 }
-ConstTensor SimulatedOperands::Key(ConstTensor k, const char* name) {
+ConstTensor QuantizedOperands::Key(ConstTensor k, const char* name) {
   return Quantize(k, precision_.KeySpec(), shape_.kv_heads, shape_.kv_len, name);
 }
-ConstTensor SimulatedOperands::Value(ConstTensor v, const char* name) {
+ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
   return Quantize(v, precision_.ValueSpec(), shape_.kv_heads, shape_.kv_len, name);
 }
 
