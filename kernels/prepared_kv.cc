@@ -5,7 +5,6 @@
 
 #include "kernels/prepared_kv_impl.h"
 #include "kernels/validate.h"
-#include "quant/format.h"
 
 namespace lpattn {
 
@@ -28,22 +27,11 @@ PreparedKv::PreparedKv(const AttentionShape& shape, const Precision& precision, 
       impl->views.v = impl->storage.OwnKeyShaped(v);
     }
   });
-  const size_t elements = size_t(shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim);
-  const size_t rows = size_t(shape.batch * shape.kv_heads * shape.kv_len);
-  const IntQk& ints = impl->coded.int_qk;
-  impl->bytes = ints.k != nullptr ? rows * (ints.pairs * 4 + sizeof(float))
-                : impl->coded.k_codes.data != nullptr ? elements * 2
-                                                      : elements * sizeof(float);
-  const IntPv& int_values = impl->coded.int_pv;
-  impl->bytes += int_values.v != nullptr ? rows / size_t(shape.kv_len) * int_values.key_pairs *
-                                               int_values.width * 2 * sizeof(int16_t)
-                 : impl->coded.v_codes.data != nullptr ? elements * 2
-                                                       : elements * sizeof(float);
   impl_ = std::move(impl);
 }
 
 const AttentionShape& PreparedKv::shape() const { return impl_->shape; }
 const Precision& PreparedKv::precision() const { return impl_->precision; }
-size_t PreparedKv::StorageBytes() const { return impl_->bytes; }
+size_t PreparedKv::StorageBytes() const { return impl_->storage.BytesHeld(); }
 
 }  // namespace lpattn

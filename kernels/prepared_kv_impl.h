@@ -16,8 +16,7 @@ struct PreparedKv::Impl {
   // fp32 views of K and V (owned copies) where not coded; where coded, the caller's tensors,
   // never read.
   QuantizedOperands::KvViews views;
-  AttentionProblem coded{};       // only k_codes, v_codes and int_qk's key half are set
-  size_t bytes = 0;
+  AttentionProblem coded{};  // only k_codes, v_codes, int_qk's key half and int_pv are set
 };
 
 }  // namespace lpattn

@@ -149,6 +149,19 @@ ConstTensor QuantizedOperands::OwnKeyShaped(ConstTensor t) {
   return {copy.data(), ContiguousBHTD(heads, tokens, dim)};
 }
 
+size_t QuantizedOperands::BytesHeld() const {
+  size_t bytes = 0;
+  const auto add = [&](const auto& buffers) {
+    for (const auto& b : buffers) bytes += b.size() * sizeof(b[0]);
+  };
+  add(copies_);
+  add(codes_);
+  add(int_queries_);
+  add(int_keys_);
+  add(int_values_);
+  return bytes;
+}
+
 ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
   if (!NativeInt8(precision_.KeySpec())) return Query(q);
   EncodeIntQueries(q, problem.int_qk);

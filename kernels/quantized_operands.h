@@ -55,6 +55,8 @@ class QuantizedOperands {
   KvViews PrepareKv(ConstTensor k, ConstTensor v, AttentionProblem& problem);
   // A dense copy of a K-shaped tensor, owned like the others (PreparedKv's fp32 operands).
   ConstTensor OwnKeyShaped(ConstTensor t);
+  // Bytes of every buffer held: copies, codes and scales.
+  size_t BytesHeld() const;
   ConstTensor PrepareQueries(ConstTensor q, AttentionProblem& problem);
 
  private:
