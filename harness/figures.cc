@@ -45,7 +45,7 @@ int Spawn(const std::vector<std::string>& args, bool quiet) {
 
 // $LPATTN_SCRIPTS_DIR, else <executable dir>/../share/lpattn/scripts (installed), else the
 // source tree's scripts/ (a build tree). `looked` lists the places tried.
-std::optional<fs::path> FindPlotScript(std::string& looked) {
+std::optional<fs::path> FindPlotScript(const std::string& name, std::string& looked) {
   std::vector<fs::path> dirs;
   if (const char* env = std::getenv("LPATTN_SCRIPTS_DIR"); env != nullptr && *env != '\0') {
     dirs.emplace_back(env);
@@ -57,7 +57,7 @@ std::optional<fs::path> FindPlotScript(std::string& looked) {
   dirs.push_back(fs::path(LPATTN_SOURCE_DIR) / "scripts");
 #endif
   for (const fs::path& dir : dirs) {
-    const fs::path script = dir / "plot_run.py";
+    const fs::path script = dir / name;
     if (fs::is_regular_file(script, error)) return script.lexically_normal();
     looked += (looked.empty() ? "" : ", ") + dir.lexically_normal().string();
   }
@@ -66,21 +66,27 @@ std::optional<fs::path> FindPlotScript(std::string& looked) {
 
 }  // namespace
 
-void DrawFigures(const std::string& dir) {
+void DrawFigures(const std::string& dir) { DrawPlot("plot_run.py", {dir}); }
+
+void DrawPlot(const std::string& name, const std::vector<std::string>& args) {
   const std::string python = "/usr/bin/python3";
   std::string looked;
-  const std::optional<fs::path> script = FindPlotScript(looked);
+  const std::optional<fs::path> script = FindPlotScript(name, looked);
   if (!script) {
-    std::printf("figures skipped: plot_run.py not found (looked in %s; set LPATTN_SCRIPTS_DIR)\n",
-                looked.c_str());
+    std::printf("figures skipped: %s not found (looked in %s; set LPATTN_SCRIPTS_DIR)\n",
+                name.c_str(), looked.c_str());
   } else if (!fs::exists(python)) {
     std::printf("figures skipped: %s not found\n", python.c_str());
   } else if (Spawn({python, "-c", "import matplotlib"}, true) != 0) {
     std::printf("figures skipped: %s cannot import matplotlib (apt-get install "
                 "python3-matplotlib)\n", python.c_str());
-  } else if (const int status = Spawn({python, script->string(), dir}, false); status != 0) {
-    std::printf("figures failed: %s ended with status %d (the results are unaffected)\n",
-                script->string().c_str(), status);
+  } else {
+    std::vector<std::string> argv = {python, script->string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    if (const int status = Spawn(argv, false); status != 0) {
+      std::printf("figures failed: %s ended with status %d (the results are unaffected)\n",
+                  script->string().c_str(), status);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #define LPATTN_HARNESS_FIGURES_H_
 
 #include <string>
+#include <vector>
 
 namespace lpattn::harness {
 
@@ -12,6 +13,10 @@ namespace lpattn::harness {
 // is looked up in $LPATTN_SCRIPTS_DIR, <executable>/../share/lpattn/scripts, then the source
 // tree's scripts/.
 void DrawFigures(const std::string& dir);
+
+// Runs scripts/<script> with args the same way (looked up in the same places), for the figures
+// of other commands (plot_onehead.py for `lpattn onehead`).
+void DrawPlot(const std::string& script, const std::vector<std::string>& args);
 
 }  // namespace lpattn::harness
 
