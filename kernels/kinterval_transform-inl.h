@@ -250,32 +250,34 @@ struct KIntervalTransform {
     return options.weight_slope_from_grid ? e.w_hat : ExpClamped(d, e.u);
   }
 
+  // dS without the extrema corrections, from an evaluated entry.
+  template <class D, class V>
+  HWY_INLINE V GradOf(D d, const Entry<D, V>& e, V s, V dp, const V* row) const {
+    switch (options.surrogate) {
+      case KIntervalSurrogate::kExact:
+        return hn::Mul(e.d, ChordSlope(d, e, row));
+      case KIntervalSurrogate::kWeight:
+        return hn::Mul(e.d, WeightSlope(d, e));
+      case KIntervalSurrogate::kProb:
+        break;
+    }
+    if (options.prob_jacobian_at_grid) return hn::Mul(e.p, hn::Sub(dp, row[kDelta]));
+    return hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), hn::Sub(dp, row[kC]));
+  }
+
   // The weight (p, for dV) and dS without the extrema corrections.
   template <class D, class V>
   HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) const {
     const Entry<D, V> e = Evaluate(d, s, dp, row);
     w = e.p;
-    switch (options.surrogate) {
-      case KIntervalSurrogate::kExact:
-        ds = hn::Mul(e.d, ChordSlope(d, e, row));
-        break;
-      case KIntervalSurrogate::kWeight:
-        ds = hn::Mul(e.d, WeightSlope(d, e));
-        break;
-      case KIntervalSurrogate::kProb:
-        if (options.prob_jacobian_at_grid) {
-          ds = hn::Mul(e.p, hn::Sub(dp, row[kDelta]));
-        } else {
-          ds = hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), hn::Sub(dp, row[kC]));
-        }
-        break;
-    }
+    ds = GradOf(d, e, s, dp, row);
   }
 
-  // Row-sum elements: exact: d w' and (minmax) d dw^/dR; weight: d e; prob: pi g.
+  // Row-sum elements from an evaluated entry: exact: d w' and (minmax) d dw^/dR; weight: d e;
+  // prob: pi g.
   template <class D, class V>
-  HWY_INLINE void Terms(D d, V s, V dp, const V* row, V& t1, V& t2) const {
-    const Entry<D, V> e = Evaluate(d, s, dp, row);
+  HWY_INLINE void TermsOf(D d, const Entry<D, V>& e, V s, V dp, const V* row, V& t1,
+                          V& t2) const {
     switch (options.surrogate) {
       case KIntervalSurrogate::kExact: {
         const auto slope = ChordSlope(d, e, row);
@@ -300,6 +302,24 @@ struct KIntervalTransform {
         t1 = hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), dp);
         break;
     }
+  }
+
+  template <class D, class V>
+  HWY_INLINE void Terms(D d, V s, V dp, const V* row, V& t1, V& t2) const {
+    TermsOf(d, Evaluate(d, s, dp, row), s, dp, row, t1, t2);
+  }
+
+  // Whether dS waits for the row sums: only the prob surrogate at pi (its c). The others use
+  // the sums only for the extrema corrections, so the skeleton computes dS and the sums from
+  // one evaluation of each entry (GradAndTerms) in a single query-side sweep.
+  bool GradWaitsForTerms() const {
+    return options.surrogate == KIntervalSurrogate::kProb && !options.prob_jacobian_at_grid;
+  }
+  template <class D, class V>
+  HWY_INLINE void GradAndTerms(D d, V s, V dp, const V* row, V& ds, V& t1, V& t2) const {
+    const Entry<D, V> e = Evaluate(d, s, dp, row);
+    ds = GradOf(d, e, s, dp, row);
+    TermsOf(d, e, s, dp, row, t1, t2);
   }
 
   // dm = -sum d w' + [minmax] sum d dw^/dR, da = -[minmax] sum d dw^/dR (exact);

@@ -38,7 +38,9 @@
 //       dV) and dS from a score and dP, with the row's parameters as vectors
 //   kHasRowTerms: if true and NeedsRowTerms(), Terms(d, s, dp, params, t1, t2) summed over each
 //       row's visible keys, FinishTerms(row, t1, t2, params, corrections) completing the row's
-//       parameters and its dS corrections at Argmax(row) and Argmin(row) (see the backward)
+//       parameters and its dS corrections at Argmax(row) and Argmin(row) (see the backward);
+//       a dense one also says GradWaitsForTerms() (does dS need the completed parameters?)
+//       and, when it does not, GradAndTerms(d, s, dp, params, ds, t1, t2) gives both at once
 //
 // Per-target include guard: this header is re-included once per Highway target.
 #if defined(LPATTN_KERNELS_TILED_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -300,10 +302,43 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
                ws.range_end);
 }
 
+// A query-side key tile for a transform whose dS does not wait for its row sums: dS in place of
+// dP and the row sums' elements, from one evaluation of each entry (GradAndTerms), then
+// dQ += dS K.
+template <class Transform>
+HWY_INLINE void DenseQueryTileWithTerms(const AttentionProblem& p, const Transform& tr,
+                                        const HeadRows& k, float* scores, float* grads,
+                                        size_t nq, size_t nk, size_t j0, size_t columns,
+                                        bool all_visible, TileWorkspace& ws, float* dq) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
+  hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+  for (size_t i = 0; i < columns; i += N) {
+    LoadRowParams<Transform>(d, ws, i, row_params);
+    const auto limit = hn::Load(d, ws.visible + i);
+    auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
+    for (size_t j = 0; j < nk; ++j) {
+      auto ds = hn::Zero(d), t1 = hn::Zero(d), t2 = hn::Zero(d);
+      tr.GradAndTerms(d, hn::LoadU(d, scores + j * kTileQ + i),
+                      hn::LoadU(d, grads + j * kTileQ + i), row_params, ds, t1, t2);
+      const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
+      sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
+      sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
+      hn::StoreU(hn::IfThenElseZero(seen, ds), d, grads + j * kTileQ + i);
+    }
+    hn::Store(sum1, d, ws.row_a + i);
+    hn::Store(sum2, d, ws.row_b + i);
+  }
+  const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
+  MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
+               ws.range_end);
+}
+
 // Query side: dQ += dS K, one task per (batch, head, query tile). With `corrections` (a
-// transform whose dS needs row sums) the task first sums its rows' terms, keeping the S and dP
-// tiles (up to the workspace's cache), completes its rows' parameters, and then computes dS
-// from the kept tiles: the terms pass costs no extra products.
+// transform with row sums) the task sums its rows' terms on the way: in the same sweep as dS
+// when dS does not wait for them (GradWaitsForTerms false); otherwise first, keeping the S and
+// dP tiles (up to the workspace's cache), then completing its rows' parameters and computing
+// dS from the kept tiles. Either way the terms cost no extra products.
 template <class Transform>
 void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
                           float* params, QueryTileRecord* records = nullptr,
@@ -347,6 +382,24 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
         DenseQueryTile(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible, ws, dq);
       };
       if constexpr (Transform::kHasRowTerms) {
+        if (corrections != nullptr && !tr.GradWaitsForTerms()) {
+          std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
+          std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
+          QuerySideSweep(p, args, b, h, i0, nq, ws,
+                         [&](float* scores, float* grads, size_t nk, size_t j0, size_t columns,
+                             bool all_visible) HWY_ATTR {
+            DenseQueryTileWithTerms(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible,
+                                    ws, dq);
+          });
+          for (size_t i = 0; i < nq; ++i) {
+            tr.FinishTerms(row0 + i, ws.row_a[i], ws.row_b[i],
+                           params + (row0 + i) * Transform::kRowParams,
+                           corrections + 2 * (row0 + i));
+          }
+          StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
+                    size_t(args.dq.strides.token));
+          return;
+        }
         if (corrections != nullptr) {
           const size_t key_end = KeyEnd(p, i0, nq), keys = hwy::RoundUpTo(key_end, kTileK);
           float* kept = keys <= TileWorkspace::kMaxCachedKeys ? ws.ScoreCache(2 * keys) : nullptr;

@@ -575,7 +575,8 @@ TEST(KIntervalKernel, MatchesReferenceWithRoundedWeights) {
 
 // The same bits for 1 and 3 threads, forward and backward (fixed tiles, one writer per row).
 // Rows longer than the workspace's score cache (8192 keys) recompute their scores: in the
-// forward's weighting pass, and in the backward's query side after its terms.
+// forward's weighting pass, and (prob surrogate, whose dS waits for its row sum) in the
+// backward's query side after its terms; the other surrogates take dS and the terms in one sweep.
 TEST(KIntervalKernel, MatchesReferenceBeyondTheScoreCache) {
   for (bool causal : {false, true}) {
     for (const char* text : {"K=4", "K=16,cal=window,W=2", "K=4,ste=prob"}) {  // lerp: no flips
