@@ -271,6 +271,10 @@ TEST(OneheadFit, TwoTermFitRecoversKnownExponents) {
   EXPECT_NEAR(fit.A, 0.8, 0.02);
   EXPECT_NEAR(fit.B, 2.0, 0.05);
   EXPECT_LT(fit.relative_rms, 1e-2);
+  const TwoTermFit fixed = FitTwoTermWithExponents(u, v, e, -1.1, -0.9);
+  EXPECT_NEAR(fixed.A, 0.8, 1e-9);
+  EXPECT_NEAR(fixed.B, 2.0, 1e-9);
+  EXPECT_LT(fixed.relative_rms, 1e-12);
   const LineFit line = FitPowerLaw({1, 10, 100}, {3, 0.3, 0.03});
   EXPECT_NEAR(line.slope, -1.0, 1e-12);
   EXPECT_NEAR(line.r2, 1.0, 1e-12);

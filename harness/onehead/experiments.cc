@@ -394,6 +394,10 @@ json TransferRuns(const OneheadOptions& o, const RowTransform& transform,
     summary["A"] = fit.A;
     summary["B"] = fit.B;
     summary["fit_relative_rms"] = fit.relative_rms;
+    // The theory's law itself, A / (m ^ n) + B / N, for comparison.
+    const TwoTermFit theory = FitTwoTermWithExponents(u, v, e, -1.0, -1.0);
+    summary["fit_theory_exponents"] = {
+        {"A", theory.A}, {"B", theory.B}, {"relative_rms", theory.relative_rms}};
   }
   // Plain log-log slopes: against N for the largest corpus while N <= (m ^ n) / 4 (where 1/N
   // dominates), and against m ^ n at the largest N.
@@ -899,7 +903,12 @@ std::vector<Claim> Claims(const std::map<std::string, json>& s) {
   claims.push_back({"frozen error O((m ^ n)^-1 + N^-1)",
                     "error ~ A (m ^ n)^" + Format("%.2f", Get(tr, "slope_mn")) + " + B N^" +
                         Format("%.2f", Get(tr, "slope_N")) + " (relative RMS " +
-                        Format("%.2f", Get(tr, "fit_relative_rms")) + ")",
+                        Format("%.2f", Get(tr, "fit_relative_rms")) +
+                        "; with both exponents -1: " +
+                        Format("%.2f", tr.contains("fit_theory_exponents")
+                                           ? Get(tr["fit_theory_exponents"], "relative_rms")
+                                           : std::nan("")) +
+                        ")",
                     Verdict(std::fabs(Get(tr, "slope_mn") + 1) <= 0.3 &&
                             std::fabs(Get(tr, "slope_N") + 1) <= 0.3)});
   const json& grid = s.at("grid");

@@ -98,14 +98,31 @@ LineFit FitPowerLaw(const std::vector<double>& x, const std::vector<double>& y) 
   return FitLine(lx, ly);
 }
 
-TwoTermFit FitTwoTerm(const std::vector<double>& u, const std::vector<double>& v,
-                      const std::vector<double>& e) {
+namespace {
+
+void CheckTwoTerm(const std::vector<double>& u, const std::vector<double>& v,
+                  const std::vector<double>& e) {
   if (u.size() != e.size() || v.size() != e.size() || e.size() < 4) {
     throw std::invalid_argument("onehead fit: the two-term law needs four or more points");
   }
   CheckPositive(u, "u");
   CheckPositive(v, "v");
   CheckPositive(e, "error");
+}
+
+}  // namespace
+
+TwoTermFit FitTwoTermWithExponents(const std::vector<double>& u, const std::vector<double>& v,
+                                   const std::vector<double>& e, double p, double q) {
+  CheckTwoTerm(u, v, e);
+  TwoTermFit fit{0.0, p, 0.0, q, 0.0};
+  fit.relative_rms = std::sqrt(SolveAmplitudes(u, v, e, p, q, fit.A, fit.B) / double(e.size()));
+  return fit;
+}
+
+TwoTermFit FitTwoTerm(const std::vector<double>& u, const std::vector<double>& v,
+                      const std::vector<double>& e) {
+  CheckTwoTerm(u, v, e);
   TwoTermFit fit;
   double best = std::numeric_limits<double>::infinity();
   auto search = [&](double p_lo, double p_hi, double q_lo, double q_hi, double h) {

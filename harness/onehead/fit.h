@@ -25,6 +25,10 @@ struct TwoTermFit {
 // Every e, u, v must be > 0; at least four points.
 TwoTermFit FitTwoTerm(const std::vector<double>& u, const std::vector<double>& v,
                       const std::vector<double>& e);
+// The same law with the exponents given (theory's p = q = -1: e ~ A / u + B / v): only A and B
+// are fitted. The same requirements.
+TwoTermFit FitTwoTermWithExponents(const std::vector<double>& u, const std::vector<double>& v,
+                                   const std::vector<double>& e, double p, double q);
 
 }  // namespace lpattn::onehead
 
