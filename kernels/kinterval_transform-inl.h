@@ -29,7 +29,30 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-struct KIntervalTransform {
+// The kTileQ rows of one query tile in the forward. Key indices are held as floats (exact below
+// 2^24).
+struct KIntervalForwardState {
+  HWY_ALIGN float m[kTileQ], a[kTileQ], argmax[kTileQ], argmin[kTileQ];
+  HWY_ALIGN float R[kTileQ], h[kTileQ], inv_h[kTileQ], growth[kTileQ];  // growth = e^h - 1
+  HWY_ALIGN float z[kTileQ], z_exact[kTileQ];  // sums of w^ and of exp(u)
+};
+
+// Which options a K-interval transform reads at run time (RuntimeKInterval) or has fixed at
+// compile time (FixedKInterval, the fp32 grid: the per-entry loops then carry no option tests,
+// which under AVX2's 16 registers made the difference between spilling and not).
+struct RuntimeKInterval {
+  static constexpr bool kFixed = false;
+};
+template <KIntervalSurrogate kSurrogateV, bool kAtGridV, bool kWindowV, bool kNearestV>
+struct FixedKInterval {
+  static constexpr bool kFixed = true;
+  static constexpr KIntervalSurrogate kSurrogate = kSurrogateV;
+  static constexpr bool kAtGrid = kAtGridV;  // weight: slope=grid; prob: jac=grid
+  static constexpr bool kWindow = kWindowV, kNearest = kNearestV;
+};
+
+template <class Choices>
+struct KIntervalTransformT {
   static constexpr bool kRowStatsPass = true;  // the grid hangs off the final max and min
   static constexpr bool kHasRowTerms = true;   // calibration terms, or the prob surrogate's sum
   static constexpr bool kSparseWeights = false;  // zeros only below a window: not worth a test
@@ -41,8 +64,62 @@ struct KIntervalTransform {
   KIntervalOptions options;
   KIntervalSaved saved;
 
-  bool Window() const { return options.calibration == KIntervalCalibration::kWindow; }
-  bool Nearest() const { return options.rounding == KIntervalRounding::kNearest; }
+  bool Window() const {
+    if constexpr (Choices::kFixed) return Choices::kWindow;
+    return options.calibration == KIntervalCalibration::kWindow;
+  }
+  bool Nearest() const {
+    if constexpr (Choices::kFixed) return Choices::kNearest;
+    return options.rounding == KIntervalRounding::kNearest;
+  }
+  KIntervalSurrogate Surrogate() const {
+    if constexpr (Choices::kFixed) return Choices::kSurrogate;
+    return options.surrogate;
+  }
+  bool WeightSlopeFromGrid() const {
+    if constexpr (Choices::kFixed) return Choices::kAtGrid;
+    return options.weight_slope_from_grid;
+  }
+  bool ProbJacobianAtGrid() const {
+    if constexpr (Choices::kFixed) return Choices::kAtGrid;
+    return options.prob_jacobian_at_grid;
+  }
+
+  // Calls body(t) with t this transform with every option above fixed at compile time (for
+  // the fp32 grid; a rounded grid keeps the run-time transform). The skeleton runs its
+  // per-entry loops inside, so each loop is compiled once per combination, 20 in all.
+  template <class Body>
+  HWY_INLINE void Specialized(const Body& body) const {
+    if constexpr (Choices::kFixed) {
+      body(*this);
+    } else if (RoundedGrid()) {
+      body(*this);
+    } else {
+      switch (Surrogate()) {
+        case KIntervalSurrogate::kExact:
+          return WithShape<KIntervalSurrogate::kExact, false>(body);
+        case KIntervalSurrogate::kWeight:
+          return options.weight_slope_from_grid
+                     ? WithShape<KIntervalSurrogate::kWeight, true>(body)
+                     : WithShape<KIntervalSurrogate::kWeight, false>(body);
+        case KIntervalSurrogate::kProb:
+          return options.prob_jacobian_at_grid ? WithShape<KIntervalSurrogate::kProb, true>(body)
+                                               : WithShape<KIntervalSurrogate::kProb, false>(body);
+      }
+    }
+  }
+  template <KIntervalSurrogate kS, bool kG, class Body>
+  HWY_INLINE void WithShape(const Body& body) const {
+    const bool window = Window(), nearest = Nearest();
+    if (window && nearest) return As<FixedKInterval<kS, kG, true, true>>(body);
+    if (window) return As<FixedKInterval<kS, kG, true, false>>(body);
+    if (nearest) return As<FixedKInterval<kS, kG, false, true>>(body);
+    As<FixedKInterval<kS, kG, false, false>>(body);
+  }
+  template <class Fixed, class Body>
+  HWY_INLINE void As(const Body& body) const {
+    body(KIntervalTransformT<Fixed>{options, saved});
+  }
 
   // u >= -R. Only the window calibration has entries below it: under minmax every visible
   // entry is inside by construction, and testing it would drop the argmin wherever a
@@ -52,7 +129,10 @@ struct KIntervalTransform {
     return Window() ? hn::Ge(u, hn::Neg(R)) : hn::FirstN(d, hn::Lanes(d));
   }
 
-  bool RoundedGrid() const { return options.grid != quant::Format::kFp32; }
+  bool RoundedGrid() const {
+    if constexpr (Choices::kFixed) return false;
+    return options.grid != quant::Format::kFp32;
+  }
 
   // E_k = exp(k h - R), rounded to the grid format when it has one.
   template <class D, class V>
@@ -89,12 +169,7 @@ struct KIntervalTransform {
     return {hn::MulAdd(theta, hn::Sub(e_next, e_k), e_k), k, theta, e_k, e_next};
   }
 
-  // The kTileQ rows of one query tile. Key indices are held as floats (exact below 2^24).
-  struct ForwardState {
-    HWY_ALIGN float m[kTileQ], a[kTileQ], argmax[kTileQ], argmin[kTileQ];
-    HWY_ALIGN float R[kTileQ], h[kTileQ], inv_h[kTileQ], growth[kTileQ];  // growth = e^h - 1
-    HWY_ALIGN float z[kTileQ], z_exact[kTileQ];  // sums of w^ and of exp(u)
-  };
+  using ForwardState = KIntervalForwardState;
 
   void BeginForward(ForwardState& st, bool, float, size_t) const {
     for (size_t i = 0; i < kTileQ; ++i) {
@@ -150,6 +225,13 @@ struct KIntervalTransform {
   void WeighTile(float* HWY_RESTRICT scores, size_t nk, size_t columns,
                  const float* HWY_RESTRICT visible, bool all_visible, ForwardState& st,
                  float* HWY_RESTRICT alpha) const {
+    Specialized([&](const auto& fixed) HWY_ATTR {
+      fixed.WeighTileLoop(scores, nk, columns, visible, all_visible, st, alpha);
+    });
+  }
+  void WeighTileLoop(float* HWY_RESTRICT scores, size_t nk, size_t columns,
+                     const float* HWY_RESTRICT visible, bool all_visible, ForwardState& st,
+                     float* HWY_RESTRICT alpha) const {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
     const auto zero = hn::Zero(d), one = hn::Set(d, 1.0f);
@@ -247,13 +329,13 @@ struct KIntervalTransform {
   // The weight surrogate's slope: exp(u), or w^ with slope=grid.
   template <class D, class V>
   HWY_INLINE V WeightSlope(D d, const Entry<D, V>& e) const {
-    return options.weight_slope_from_grid ? e.w_hat : ExpClamped(d, e.u);
+    return WeightSlopeFromGrid() ? e.w_hat : ExpClamped(d, e.u);
   }
 
   // dS without the extrema corrections, from an evaluated entry.
   template <class D, class V>
   HWY_INLINE V GradOf(D d, const Entry<D, V>& e, V s, V dp, const V* row) const {
-    switch (options.surrogate) {
+    switch (Surrogate()) {
       case KIntervalSurrogate::kExact:
         return hn::Mul(e.d, ChordSlope(d, e, row));
       case KIntervalSurrogate::kWeight:
@@ -261,7 +343,7 @@ struct KIntervalTransform {
       case KIntervalSurrogate::kProb:
         break;
     }
-    if (options.prob_jacobian_at_grid) return hn::Mul(e.p, hn::Sub(dp, row[kDelta]));
+    if (ProbJacobianAtGrid()) return hn::Mul(e.p, hn::Sub(dp, row[kDelta]));
     return hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), hn::Sub(dp, row[kC]));
   }
 
@@ -278,7 +360,7 @@ struct KIntervalTransform {
   template <class D, class V>
   HWY_INLINE void TermsOf(D d, const Entry<D, V>& e, V s, V dp, const V* row, V& t1,
                           V& t2) const {
-    switch (options.surrogate) {
+    switch (Surrogate()) {
       case KIntervalSurrogate::kExact: {
         const auto slope = ChordSlope(d, e, row);
         t1 = hn::Mul(e.d, slope);
@@ -313,7 +395,7 @@ struct KIntervalTransform {
   // the sums only for the extrema corrections, so the skeleton computes dS and the sums from
   // one evaluation of each entry (GradAndTerms) in a single query-side sweep.
   bool GradWaitsForTerms() const {
-    return options.surrogate == KIntervalSurrogate::kProb && !options.prob_jacobian_at_grid;
+    return Surrogate() == KIntervalSurrogate::kProb && !ProbJacobianAtGrid();
   }
   template <class D, class V>
   HWY_INLINE void GradAndTerms(D d, V s, V dp, const V* row, V& ds, V& t1, V& t2) const {
@@ -325,7 +407,7 @@ struct KIntervalTransform {
   // dm = -sum d w' + [minmax] sum d dw^/dR, da = -[minmax] sum d dw^/dR (exact);
   // dm = -sum d e (weight); c = sum pi g (prob).
   void FinishTerms(size_t, float t1, float t2, float* row, float* corrections) const {
-    switch (options.surrogate) {
+    switch (Surrogate()) {
       case KIntervalSurrogate::kExact:
         corrections[0] = Window() ? -t1 : -t1 + t2;
         corrections[1] = Window() ? 0.0f : -t2;
@@ -341,6 +423,10 @@ struct KIntervalTransform {
     }
   }
 };
+
+// The transform the skeleton is instantiated with: options read at run time, its per-entry loops
+// run through Specialized.
+using KIntervalTransform = KIntervalTransformT<RuntimeKInterval>;
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE

@@ -162,6 +162,18 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
 // parameters, and their extrema corrections (dS at each row's argmax and argmin) are added
 // as rank-one updates after the tiled passes.
 
+// Runs body(t) with the transform, or with its compile-time specialisation for this call's
+// options when it offers one (Specialized, K-interval): the per-entry loops run inside, so
+// they carry no run-time option tests.
+template <class Transform, class Body>
+HWY_INLINE void WithSpecialized(const Transform& tr, const Body& body) {
+  if constexpr (requires { tr.Specialized(body); }) {
+    tr.Specialized(body);
+  } else {
+    body(tr);
+  }
+}
+
 // The backward's per-row parameters of every row, and each (batch, head)'s share of d(sink),
 // §1.1: d tau = - sum_i A_i Delta_i with A_i = exp(tau - lse_i).
 template <class Transform>
@@ -213,24 +225,26 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
 template <class Transform>
 HWY_INLINE void AccumulateTerms(const Transform& tr, const float* scores, const float* grads,
                                 size_t nk, size_t columns, bool all_visible, TileWorkspace& ws) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-  for (size_t i = 0; i < columns; i += N) {
-    LoadRowParams<Transform>(d, ws, i, row_params);
-    const auto limit = hn::Load(d, ws.visible + i);
-    auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
-    for (size_t j = 0; j < nk; ++j) {
-      auto t1 = hn::Zero(d), t2 = hn::Zero(d);
-      tr.Terms(d, hn::LoadU(d, scores + j * kTileQ + i), hn::LoadU(d, grads + j * kTileQ + i),
-               row_params, t1, t2);
-      const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
-      sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
-      sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
+  WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+    for (size_t i = 0; i < columns; i += N) {
+      LoadRowParams<Transform>(d, ws, i, row_params);
+      const auto limit = hn::Load(d, ws.visible + i);
+      auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
+      for (size_t j = 0; j < nk; ++j) {
+        auto t1 = hn::Zero(d), t2 = hn::Zero(d);
+        fixed.Terms(d, hn::LoadU(d, scores + j * kTileQ + i),
+                    hn::LoadU(d, grads + j * kTileQ + i), row_params, t1, t2);
+        const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
+        sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
+        sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
+      }
+      hn::Store(sum1, d, ws.row_a + i);
+      hn::Store(sum2, d, ws.row_b + i);
     }
-    hn::Store(sum1, d, ws.row_a + i);
-    hn::Store(sum2, d, ws.row_b + i);
-  }
+  });
 }
 
 // The terms pass: each row's sums over its visible keys of the transform's term elements,
@@ -283,20 +297,23 @@ template <class Transform>
 HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, const HeadRows& k,
                                float* scores, float* grads, size_t nq, size_t nk, size_t j0,
                                size_t columns, bool all_visible, TileWorkspace& ws, float* dq) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
-  hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-  for (size_t i = 0; i < columns; i += N) {
-    LoadRowParams<Transform>(d, ws, i, row_params);
-    const auto limit = hn::Load(d, ws.visible + i);
-    for (size_t j = 0; j < nk; ++j) {
-      auto w = hn::Zero(d), ds = hn::Zero(d);
-      tr.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
-                       hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
-      if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
-      hn::StoreU(ds, d, grads + j * kTileQ + i);
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
+  WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+    for (size_t i = 0; i < columns; i += N) {
+      LoadRowParams<Transform>(d, ws, i, row_params);
+      const auto limit = hn::Load(d, ws.visible + i);
+      for (size_t j = 0; j < nk; ++j) {
+        auto w = hn::Zero(d), ds = hn::Zero(d);
+        fixed.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
+                            hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
+        if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
+        hn::StoreU(ds, d, grads + j * kTileQ + i);
+      }
     }
-  }
+  });
   const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
   MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
                ws.range_end);
@@ -310,25 +327,28 @@ HWY_INLINE void DenseQueryTileWithTerms(const AttentionProblem& p, const Transfo
                                         const HeadRows& k, float* scores, float* grads,
                                         size_t nq, size_t nk, size_t j0, size_t columns,
                                         bool all_visible, TileWorkspace& ws, float* dq) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
-  hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-  for (size_t i = 0; i < columns; i += N) {
-    LoadRowParams<Transform>(d, ws, i, row_params);
-    const auto limit = hn::Load(d, ws.visible + i);
-    auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
-    for (size_t j = 0; j < nk; ++j) {
-      auto ds = hn::Zero(d), t1 = hn::Zero(d), t2 = hn::Zero(d);
-      tr.GradAndTerms(d, hn::LoadU(d, scores + j * kTileQ + i),
-                      hn::LoadU(d, grads + j * kTileQ + i), row_params, ds, t1, t2);
-      const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
-      sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
-      sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
-      hn::StoreU(hn::IfThenElseZero(seen, ds), d, grads + j * kTileQ + i);
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
+  WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+    for (size_t i = 0; i < columns; i += N) {
+      LoadRowParams<Transform>(d, ws, i, row_params);
+      const auto limit = hn::Load(d, ws.visible + i);
+      auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
+      for (size_t j = 0; j < nk; ++j) {
+        auto ds = hn::Zero(d), t1 = hn::Zero(d), t2 = hn::Zero(d);
+        fixed.GradAndTerms(d, hn::LoadU(d, scores + j * kTileQ + i),
+                           hn::LoadU(d, grads + j * kTileQ + i), row_params, ds, t1, t2);
+        const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
+        sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
+        sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
+        hn::StoreU(hn::IfThenElseZero(seen, ds), d, grads + j * kTileQ + i);
+      }
+      hn::Store(sum1, d, ws.row_a + i);
+      hn::Store(sum2, d, ws.row_b + i);
     }
-    hn::Store(sum1, d, ws.row_a + i);
-    hn::Store(sum2, d, ws.row_b + i);
-  }
+  });
   const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
   MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
                ws.range_end);
@@ -514,12 +534,14 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
           MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {v_panel, kTileK}, {grads, kTileK},
                         nq, kTileK, dim);
           // Rows are queries here: per-row parameters are broadcast, keys run along vectors.
-          for (size_t i = 0; i < nq; ++i) {
-            const size_t end = p.VisibleEnd(i0 + i);
-            const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
-            WeighRowAndGrad(tr, weights + i * kTileK, grads + i * kTileK, kTileK, limit,
-                            head_params + (i0 + i) * Transform::kRowParams);
-          }
+          WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+            for (size_t i = 0; i < nq; ++i) {
+              const size_t end = p.VisibleEnd(i0 + i);
+              const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
+              WeighRowAndGrad(fixed, weights + i * kTileK, grads + i * kTileK, kTileK, limit,
+                              head_params + (i0 + i) * Transform::kRowParams);
+            }
+          });
         }
         // Key j of the tile is seen by the tile's queries [begin_j, nq).
         for (size_t j = 0; j < nk; ++j) {
@@ -566,13 +588,15 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
                     dim);
       MatMul<false>({d_o.row(0), d_o.token_stride, 1}, {v_panel, width}, {grads, width}, nq,
                     width, dim);
-      for (size_t i = 0; i < nq; ++i) {
-        const size_t limit = std::min(p.VisibleEnd(i), nk);
-        WeighRowAndGrad(tr, weights + i * width, grads + i * width, width, limit,
-                        head_params + i * Transform::kRowParams);
-        ws.range_begin[i] = 0;  // query i reads keys [0, limit)
-        ws.range_end[i] = uint32_t(limit);
-      }
+      WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+        for (size_t i = 0; i < nq; ++i) {
+          const size_t limit = std::min(p.VisibleEnd(i), nk);
+          WeighRowAndGrad(fixed, weights + i * width, grads + i * width, width, limit,
+                          head_params + i * Transform::kRowParams);
+          ws.range_begin[i] = 0;  // query i reads keys [0, limit)
+          ws.range_end[i] = uint32_t(limit);
+        }
+      });
       std::fill(dq, dq + nq * padded_dim, 0.0f);
       MatMulRanged({grads, width, 1}, DimRows(k, 0, nk, dim, padded_dim, ws.rows.get()),
                    {dq, padded_dim}, nq, padded_dim, ws.range_begin, ws.range_end);
