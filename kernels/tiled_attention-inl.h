@@ -41,6 +41,8 @@
 //       parameters and its dS corrections at Argmax(row) and Argmin(row) (see the backward);
 //       a dense one also says GradWaitsForTerms() (does dS need the completed parameters?)
 //       and, when it does not, GradAndTerms(d, s, dp, params, ds, t1, t2) gives both at once
+//   Specialized(body), optional: calls body(t) with t a compile-time specialisation of the
+//       transform for its options; the skeleton runs its per-entry loops inside (WithSpecialized)
 //
 // Per-target include guard: this header is re-included once per Highway target.
 #if defined(LPATTN_KERNELS_TILED_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
