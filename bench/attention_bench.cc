@@ -527,7 +527,8 @@ const bool kRegistered = [] {
   // Low-precision operands (spec §4), named exact+qk=int8+pv=bf16 and so on.
   for (const char* text : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=int8,pv=int8",
                            "qk=fp8e4m3,pv=fp8e4m3", "qk=int8,pv=bf16",
-                           "qk=int8,pv=int8,p=int8,gran=tensor"}) {
+                           "qk=int8,pv=int8,p=int8,gran=tensor",
+                           "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"}) {
     const Precision precision = ParsePrecision(text);
     std::string name = "exact+" + FormatPrecision(precision);
     std::replace(name.begin(), name.end(), ':', '+');

@@ -39,7 +39,10 @@ struct IntQk {
 // [kv_len / 2 rounded up][width][2], zero beyond head_dim and past the last key.
 struct IntPv {
   const int16_t* v = nullptr;
-  float v_scale = 0.0f;
+  // V's scales: v_scales[0] for every element (per tensor, scale_stride 0), or head_dim per
+  // (batch, kv head) slice (per channel, scale_stride = head_dim).
+  const float* v_scales = nullptr;
+  size_t scale_stride = 0;
   size_t width = 0;      // columns per key pair: head_dim rounded up to a multiple of 32
   size_t key_pairs = 0;  // per (batch, kv head)
 };

@@ -29,7 +29,9 @@ quant::QuantSpec Precision::QuerySpec() const {
   return {qk, g, block, false};
 }
 quant::QuantSpec Precision::KeySpec() const { return {qk, granularity, block, smooth_k}; }
-quant::QuantSpec Precision::ValueSpec() const { return {pv, granularity, block, false}; }
+quant::QuantSpec Precision::ValueSpec() const {
+  return {pv, value_granularity.value_or(granularity), block, false};
+}
 
 void ValidatePrecision(const Precision& p) {
   if (p.block < 1) Reject("block must be >= 1, got " + std::to_string(p.block));
@@ -44,10 +46,10 @@ Precision ParsePrecision(const std::string& text) {
       p.pv = FormatValue(key, value);
     } else if (key == "p") {
       p.p = FormatValue(key, value);
-    } else if (key == "gran") {
+    } else if (key == "gran" || key == "vgran") {
       const auto g = quant::ParseGranularity(value);
       if (!g) Reject("unknown granularity '" + value + "' (known: tensor, token, block, channel)");
-      p.granularity = *g;
+      (key == "gran" ? p.granularity : p.value_granularity.emplace()) = *g;
     } else if (key == "block") {
       double x = 0.0;
       if (!ParseOptionNumber(value, x) || x != std::floor(x) || x < 1 || x > 1e9) {
@@ -63,7 +65,7 @@ Precision ParsePrecision(const std::string& text) {
       }
       p.path = value == "sim" ? ComputePath::kSimulated : ComputePath::kNative;
     } else {
-      Reject("unknown option '" + key + "' (known: qk, pv, p, gran, block, smooth_k, path)");
+      Reject("unknown option '" + key + "' (known: qk, pv, p, gran, vgran, block, smooth_k, path)");
     }
   }, Reject);
   ValidatePrecision(p);
@@ -79,6 +81,9 @@ std::string FormatPrecision(const Precision& p) {
   if (p.p != d.p) add(std::string("p=") + quant::FormatName(p.p));
   if (p.granularity != d.granularity) {
     add(std::string("gran=") + quant::GranularityName(p.granularity));
+  }
+  if (p.value_granularity) {
+    add(std::string("vgran=") + quant::GranularityName(*p.value_granularity));
   }
   if (p.block != d.block) add("block=" + std::to_string(p.block));
   if (p.smooth_k) add("smooth_k=1");

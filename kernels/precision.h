@@ -5,6 +5,7 @@
 #define LPATTN_KERNELS_PRECISION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "quant/format.h"
@@ -15,9 +16,11 @@ namespace lpattn {
 // How quantized operands are computed with. Both give the same numbers up to fp32 summation
 // order (tested): the native path only changes where the conversion happens.
 enum class ComputePath {
-  // Low-precision storage read by the kernels where the CPU gains from it: bf16 and fp16 K and
-  // V held as 16-bit codes and decoded tile by tile in the forward of the dense transforms
-  // (exact, K-interval). Everything else is simulated.
+  // Low-precision storage read by the kernels where the CPU gains from it, in the forward of
+  // the dense transforms: bf16 and fp16 K and V held as 16-bit codes and decoded tile by tile
+  // (exact, K-interval); int8 Q K^T from integer products (scales per tensor, token or block,
+  // no smoothing); int8 P V from integer products with p = int8 and V's scale per tensor or
+  // per channel (exact). Everything else is simulated.
   kNative,
   kSimulated,  // quantize, then dequantize into fp32 copies, for every operand
 };
@@ -34,6 +37,10 @@ struct Precision {
   // Scales of Q, K and V: per tensor, token, block of `block` tokens, or channel (K and V;
   // Q then takes per-token scales, since a per-channel Q scale cannot leave the dot product).
   quant::Granularity granularity = quant::Granularity::kBlock;
+  // V's own granularity when set ("vgran"), else `granularity`. Native int8 P V needs V's scale
+  // outside the sum over keys: per tensor or per channel (then Q and K can keep per-token scales
+  // for an integer Q K^T).
+  std::optional<quant::Granularity> value_granularity;
   int64_t block = quant::kDefaultBlock;
   bool smooth_k = false;  // K smoothing (quantizer.h): a no-op with qk = fp32
   ComputePath path = ComputePath::kNative;
@@ -50,8 +57,8 @@ struct Precision {
 };
 
 // Option text, "key=value" items separated by ',' or ':': qk=FORMAT, pv=FORMAT, p=FORMAT (fp32,
-// bf16, fp16, fp8e4m3, fp8e5m2, int8), gran=tensor|token|block|channel, block=N (>= 1),
-// smooth_k=0|1, path=native|sim. Throws std::invalid_argument with the offending item.
+// bf16, fp16, fp8e4m3, fp8e5m2, int8), gran=tensor|token|block|channel, vgran=... (V alone),
+// block=N (>= 1), smooth_k=0|1, path=native|sim. Throws std::invalid_argument with the offending item.
 Precision ParsePrecision(const std::string& text);
 // The options that differ from the default, ':'-separated ("" for fp32); parses back.
 std::string FormatPrecision(const Precision& precision);

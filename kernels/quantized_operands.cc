@@ -91,7 +91,9 @@ void QuantizedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
 
 bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
   return precision_.path == ComputePath::kNative && precision_.p == quant::Format::kInt8 &&
-         value.format == quant::Format::kInt8 && value.granularity == quant::Granularity::kTensor;
+         value.format == quant::Format::kInt8 &&
+         (value.granularity == quant::Granularity::kTensor ||
+          value.granularity == quant::Granularity::kChannel);
 }
 
 // Rows j and j + 1 of each (batch, kv head) interleaved column by column, as the int8 P V
@@ -99,10 +101,22 @@ bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
 IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
   const size_t width = (dim + 31) / 32 * 32, key_pairs = (tokens + 1) / 2;
-  std::vector<float> scales;
-  const std::vector<uint8_t> codes = Int8Codes(v, precision_.ValueSpec(), shape_.kv_heads,
-                                               shape_.kv_len, "lpattn quantized V", scales);
+  const quant::QuantSpec spec = precision_.ValueSpec();
+  const bool per_channel = spec.granularity == quant::Granularity::kChannel;
   const size_t slices = size_t(shape_.batch * shape_.kv_heads);
+  std::vector<float>& scales = copies_.emplace_back();
+  std::vector<uint8_t> codes;
+  if (per_channel) {
+    codes.resize(slices * tokens * dim);
+    scales.resize(slices * dim);
+    quant::QuantizeToChannelCodes(spec,
+                                  {v.data, shape_.batch, shape_.kv_heads, shape_.kv_len,
+                                   shape_.head_dim, v.strides.batch, v.strides.head,
+                                   v.strides.token},
+                                  codes.data(), scales.data(), "lpattn quantized V");
+  } else {
+    codes = Int8Codes(v, spec, shape_.kv_heads, shape_.kv_len, "lpattn quantized V", scales);
+  }
   std::vector<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
   for (size_t slice = 0; slice < slices; ++slice) {
     for (size_t j = 0; j < tokens; ++j) {
@@ -112,7 +126,8 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
       }
     }
   }
-  return {panel.data(), scales.empty() ? 0.0f : scales[0], width, key_pairs};
+  if (scales.empty()) scales.push_back(0.0f);  // no tokens: nothing is read
+  return {panel.data(), scales.data(), per_channel ? dim : 0, width, key_pairs};
 }
 
 QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTensor v,

@@ -220,7 +220,7 @@ HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
 // out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the tile's
 // weights (key-major) become int8 codes through p_scale, as RoundWeights would round them,
 // paired by key ([key pair][query] words), and the integer product with V's pair-interleaved
-// codes is scaled once by p_scale * v_scale. (A NaN weight has no int8 code: it adds 0.)
+// codes is scaled once per output channel by p_scale times V's scale (per tensor or channel). (A NaN weight has no int8 code: it adds 0.)
 HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                       size_t j0, size_t nk, size_t nq, size_t columns,
                                       const float* weights, float* out, size_t padded_dim,
@@ -242,8 +242,11 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
     }
   }
   std::fill(ws.weight_scale, ws.weight_scale + nq, p.p_scale);
-  std::fill(ws.value_scale, ws.value_scale + padded_dim, p.int_pv.v_scale);
   const IntPv& v = p.int_pv;
+  const float* v_scales = v.v_scales + (b * p.kv_heads + kv_head) * v.scale_stride;
+  for (size_t c = 0; c < padded_dim; ++c) {  // padded channels: V's codes there are 0
+    ws.value_scale[c] = c >= p.dim ? 0.0f : v.scale_stride == 0 ? v_scales[0] : v_scales[c];
+  }
   const int16_t* panel = v.v + ((b * p.kv_heads + kv_head) * v.key_pairs + j0 / 2) * v.width * 2;
   IntMatMul<true>({ws.weight_pairs, 1, kTileQ, ws.weight_scale}, {panel, v.width, ws.value_scale},
                   {out, padded_dim}, nq, padded_dim, pairs);

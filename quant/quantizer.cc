@@ -203,4 +203,29 @@ void QuantizeToCodes(const QuantSpec& spec, const TensorView& x, uint8_t* codes,
   });
 }
 
+void QuantizeToChannelCodes(const QuantSpec& spec, const TensorView& x, uint8_t* codes,
+                            float* channel_scales, const char* what) {
+  ValidateSpec(spec, what);
+  if (FormatBytes(spec.format) != 1 || spec.granularity != Granularity::kChannel || spec.smooth) {
+    throw std::invalid_argument(std::string(what) +
+                                ": channel codes need an 8-bit format with per-channel scales "
+                                "and no smoothing");
+  }
+  const Slices s{spec, x};
+  const int64_t dim = x.dim;
+  const std::vector<float> scales = GroupScales(spec, GroupMaxima(s, {}, what), what);
+  std::copy(scales.begin(), scales.end(), channel_scales);
+  tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
+    const float* slice_scales = scales.data() + slice * dim;
+    std::vector<float> scaled(static_cast<size_t>(dim));
+    for (int64_t t = 0; t < x.tokens; ++t) {
+      // x / scale per element, as RoundTripRowScales divides, then encoded at scale 1.
+      const float* row = s.Row(slice, t);
+      for (int64_t c = 0; c < dim; ++c) scaled[size_t(c)] = row[c] / slice_scales[c];
+      EncodeRow(spec.format, scaled.data(), 1.0f, codes + (slice * x.tokens + t) * dim,
+                size_t(dim));
+    }
+  });
+}
+
 }  // namespace lpattn::quant

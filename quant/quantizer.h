@@ -58,6 +58,13 @@ void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, 
 void QuantizeToCodes(const QuantSpec& spec, const TensorView& x, uint8_t* codes,
                      float* token_scales, const char* what);
 
+// The same for per-channel scales: codes dense [batch, heads, tokens, dim] and each channel's
+// scale into channel_scales [batch, heads, dim], with decode(code) * scale again exactly what
+// QuantizeDequantize writes. Needs an 8-bit format, spec.granularity == kChannel and no
+// smoothing (std::invalid_argument); otherwise throws as QuantizeDequantize does.
+void QuantizeToChannelCodes(const QuantSpec& spec, const TensorView& x, uint8_t* codes,
+                            float* channel_scales, const char* what);
+
 }  // namespace lpattn::quant
 
 #endif  // LPATTN_QUANT_QUANTIZER_H_

@@ -35,11 +35,18 @@ TEST(PrecisionOptions, ParsesAndFormatsBack) {
   // Q cannot take per-channel scales (they would sit inside the dot product): per token.
   EXPECT_EQ(ParsePrecision("gran=channel").QuerySpec().granularity, quant::Granularity::kToken);
   EXPECT_EQ(ParsePrecision("gran=channel").KeySpec().granularity, quant::Granularity::kChannel);
+  // V may take its own granularity; it follows gran otherwise.
+  const Precision v = ParsePrecision("qk=int8,pv=int8,gran=token,vgran=channel");
+  EXPECT_EQ(v.KeySpec().granularity, quant::Granularity::kToken);
+  EXPECT_EQ(v.ValueSpec().granularity, quant::Granularity::kChannel);
+  EXPECT_EQ(ParsePrecision("gran=tensor").ValueSpec().granularity, quant::Granularity::kTensor);
+  EXPECT_EQ(FormatPrecision(v), "qk=int8:pv=int8:gran=token:vgran=channel");
+  EXPECT_EQ(FormatPrecision(ParsePrecision(FormatPrecision(v))), FormatPrecision(v));
 }
 
 TEST(PrecisionOptions, RejectsBadTextNamingTheItem) {
   for (const char* text : {"qk=int4", "pv=", "gran=row", "block=0", "block=2.5", "smooth_k=yes",
-                           "p=int4", "qk", "path=fast"}) {
+                           "p=int4", "qk", "path=fast", "vgran=column"}) {
     try {
       ParsePrecision(text);
       ADD_FAILURE() << "accepted " << text;
@@ -92,14 +99,16 @@ TEST(PrecisionKernels, ExactMatchesReferenceWithEveryFormatAndGranularity) {
 }
 
 // The native path (bf16/fp16 K and V decoded tile by tile in the forward; int8 Q K^T, and int8
-// P V with p = int8 and a per-tensor V scale, as exact integer sums scaled once) and the
-// simulation path give the same numbers up to fp32 rounding.
+// P V with p = int8 and V's scale per tensor or per channel, as exact integer sums scaled once)
+// and the simulation path give the same numbers up to fp32 rounding.
 // Odd head dimensions exercise the decoder's tails and the int8 path's padded channel pair.
 TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
   for (const char* precision : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=bf16,pv=int8",
                                 "qk=int8,pv=fp16", "qk=fp16,pv=bf16,gran=token",
                                 "qk=int8,pv=int8,gran=tensor", "qk=int8,pv=bf16,block=16",
-                                "qk=int8,pv=int8,p=int8,gran=tensor", "pv=int8,p=int8,gran=tensor"}) {
+                                "qk=int8,pv=int8,p=int8,gran=tensor", "pv=int8,p=int8,gran=tensor",
+                                "qk=int8,pv=int8,p=int8,gran=token,vgran=channel",
+                                "pv=int8,p=int8,vgran=channel"}) {
     for (const AttentionShape shape : {AttentionShape{1, 2, 1, 65, 65, 64},
                                        AttentionShape{2, 4, 2, 70, 130, 3},
                                        AttentionShape{1, 2, 2, 130, 40, 80}}) {
@@ -126,7 +135,8 @@ TEST(PreparedKv, ForwardMatchesThePlainCallAndHoldsLessStorage) {
   const AttentionShape shape{2, 4, 2, 70, 130, 32};
   for (const char* precision : {"", "qk=bf16,pv=bf16", "qk=int8,pv=int8", "qk=int8,pv=fp16",
                                 "qk=fp8e4m3,pv=fp8e4m3,gran=token", "qk=int8,pv=bf16,path=sim",
-                                "qk=int8,pv=int8,p=int8,gran=tensor"}) {
+                                "qk=int8,pv=int8,p=int8,gran=tensor",
+                                "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"}) {
     AttentionCase c(shape, true, SinkMode::kLearned, Layout::kBTHD, 4);
     c.options.precision = ParsePrecision(precision);
     for (const std::string& target : SupportedTargets()) {
@@ -147,6 +157,12 @@ TEST(PreparedKv, ForwardMatchesThePlainCallAndHoldsLessStorage) {
           std::string(precision).find("sim") != std::string::npos ||
           std::string(precision).empty()) {
         EXPECT_EQ(kv.StorageBytes(), size_t(2 * 2 * 130 * 32 * 4 * 2));
+      }
+      if (std::string(precision).find("vgran=channel") != std::string::npos) {
+        // Both integer paths: K as int16 pairs with per-token scales, V as pair-interleaved
+        // int16 codes (head_dim padded to 32) with one scale per (batch, kv head, channel).
+        EXPECT_EQ(kv.StorageBytes(), size_t(2 * 2 * 130 * 16 * 4 + 2 * 2 * 130 * 4 +
+                                            2 * 2 * 65 * 32 * 2 * 2 + 2 * 2 * 32 * 4));
       }
       EXPECT_EQ(o.storage, plain.o.storage);
       EXPECT_EQ(lse, plain.lse);

@@ -358,6 +358,34 @@ TEST(QuantQuantizer, CodesDecodeToTheSimulatedValues) {
                std::invalid_argument);
 }
 
+// Per-channel codes (native int8 P V with vgran=channel) decode to the simulation's values too.
+TEST(QuantQuantizer, ChannelCodesDecodeToTheSimulatedValues) {
+  Dense x = RandomTensor(2, 3, 41, 20, 17);
+  x.at(0, 2, 5, 11) = -30.0f;  // one channel's scale far from the others'
+  for (Format f : {Format::kInt8, Format::kFp8E4M3}) {
+    const QuantSpec spec{f, Granularity::kChannel, 64, false};
+    std::vector<float> simulated(x.data.size());
+    QuantizeDequantize(spec, x.view(), simulated.data(), "X");
+    std::vector<uint8_t> codes(x.data.size());
+    std::vector<float> scales(2 * 3 * 20);
+    QuantizeToChannelCodes(spec, x.view(), codes.data(), scales.data(), "X");
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const size_t slice = i / (41 * 20), channel = i % 20;
+      std::vector<float> decoded(1);
+      DecodeRow(f, &codes[i], scales[slice * 20 + channel], decoded.data(), 1);
+      ASSERT_EQ(decoded[0], simulated[i]) << FormatName(f) << " " << i;
+    }
+  }
+  std::vector<uint8_t> codes(x.data.size());
+  std::vector<float> scales(2 * 3 * 20);
+  for (const QuantSpec bad : {QuantSpec{Format::kInt8, Granularity::kToken, 64, false},
+                              QuantSpec{Format::kInt8, Granularity::kChannel, 64, true},
+                              QuantSpec{Format::kBf16, Granularity::kChannel, 64, false}}) {
+    EXPECT_THROW(QuantizeToChannelCodes(bad, x.view(), codes.data(), scales.data(), "X"),
+                 std::invalid_argument);
+  }
+}
+
 TEST(QuantQuantizer, ZeroGroupsGiveZerosAndBadInputIsRejected) {
   Dense x = RandomTensor(1, 1, 8, 8, 1);
   for (int64_t c = 0; c < 8; ++c) x.at(0, 0, 3, c) = 0.0f;
