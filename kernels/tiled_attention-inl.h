@@ -223,10 +223,12 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
 }
 
 // Adds one key tile's term elements (key-major, lanes are queries, row parameters staged) to
-// each row's sums in ws.row_a, ws.row_b, over its visible keys.
-template <class Transform>
-HWY_INLINE void AccumulateTerms(const Transform& tr, const float* scores, const float* grads,
-                                size_t nk, size_t columns, bool all_visible, TileWorkspace& ws) {
+// each row's sums in ws.row_a, ws.row_b, over its visible keys. With kWithGrads (a transform
+// whose dS does not wait for the sums) it also writes dS in place of dP, from the same
+// evaluation of each entry (GradAndTerms); grads is then written, so a float*.
+template <bool kWithGrads = false, class Transform, class Grads>
+HWY_INLINE void AccumulateTerms(const Transform& tr, const float* scores, Grads* grads, size_t nk,
+                                size_t columns, bool all_visible, TileWorkspace& ws) {
   WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
@@ -236,10 +238,17 @@ HWY_INLINE void AccumulateTerms(const Transform& tr, const float* scores, const 
       const auto limit = hn::Load(d, ws.visible + i);
       auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
       for (size_t j = 0; j < nk; ++j) {
-        auto t1 = hn::Zero(d), t2 = hn::Zero(d);
-        fixed.Terms(d, hn::LoadU(d, scores + j * kTileQ + i),
-                    hn::LoadU(d, grads + j * kTileQ + i), row_params, t1, t2);
+        const auto s = hn::LoadU(d, scores + j * kTileQ + i);
+        const auto dp = hn::LoadU(d, grads + j * kTileQ + i);
         const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
+        auto t1 = hn::Zero(d), t2 = hn::Zero(d);
+        if constexpr (kWithGrads) {
+          auto ds = hn::Zero(d);
+          fixed.GradAndTerms(d, s, dp, row_params, ds, t1, t2);
+          hn::StoreU(hn::IfThenElseZero(seen, ds), d, grads + j * kTileQ + i);
+        } else {
+          fixed.Terms(d, s, dp, row_params, t1, t2);
+        }
         sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
         sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
       }
@@ -294,63 +303,33 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
 }
 
 // One key tile of the query side (key-major S^T and dP^T, row parameters staged): dS in
-// place of dP, then dQ += dS K.
-template <class Transform>
+// place of dP (with kWithTerms, and the row sums' elements from the same evaluation:
+// AccumulateTerms), then dQ += dS K.
+template <bool kWithTerms = false, class Transform>
 HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, const HeadRows& k,
                                float* scores, float* grads, size_t nq, size_t nk, size_t j0,
                                size_t columns, bool all_visible, TileWorkspace& ws, float* dq) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
-  WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
-    const hn::ScalableTag<float> d;
-    const size_t N = hn::Lanes(d);
-    hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-    for (size_t i = 0; i < columns; i += N) {
-      LoadRowParams<Transform>(d, ws, i, row_params);
-      const auto limit = hn::Load(d, ws.visible + i);
-      for (size_t j = 0; j < nk; ++j) {
-        auto w = hn::Zero(d), ds = hn::Zero(d);
-        fixed.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
-                            hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
-        if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
-        hn::StoreU(ds, d, grads + j * kTileQ + i);
+  if constexpr (kWithTerms) {
+    AccumulateTerms<true>(tr, scores, grads, nk, columns, all_visible, ws);
+  } else {
+    WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+      const hn::ScalableTag<float> d;
+      const size_t N = hn::Lanes(d);
+      hn::Vec<decltype(d)> row_params[Transform::kRowParams];
+      for (size_t i = 0; i < columns; i += N) {
+        LoadRowParams<Transform>(d, ws, i, row_params);
+        const auto limit = hn::Load(d, ws.visible + i);
+        for (size_t j = 0; j < nk; ++j) {
+          auto w = hn::Zero(d), ds = hn::Zero(d);
+          fixed.WeightAndGrad(d, hn::LoadU(d, scores + j * kTileQ + i),
+                              hn::LoadU(d, grads + j * kTileQ + i), row_params, w, ds);
+          if (!all_visible) ds = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), ds);
+          hn::StoreU(ds, d, grads + j * kTileQ + i);
+        }
       }
-    }
-  });
-  const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
-  MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
-               ws.range_end);
-}
-
-// A query-side key tile for a transform whose dS does not wait for its row sums: dS in place of
-// dP and the row sums' elements, from one evaluation of each entry (GradAndTerms), then
-// dQ += dS K.
-template <class Transform>
-HWY_INLINE void DenseQueryTileWithTerms(const AttentionProblem& p, const Transform& tr,
-                                        const HeadRows& k, float* scores, float* grads,
-                                        size_t nq, size_t nk, size_t j0, size_t columns,
-                                        bool all_visible, TileWorkspace& ws, float* dq) {
-  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
-  WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
-    const hn::ScalableTag<float> d;
-    const size_t N = hn::Lanes(d);
-    hn::Vec<decltype(d)> row_params[Transform::kRowParams];
-    for (size_t i = 0; i < columns; i += N) {
-      LoadRowParams<Transform>(d, ws, i, row_params);
-      const auto limit = hn::Load(d, ws.visible + i);
-      auto sum1 = hn::Load(d, ws.row_a + i), sum2 = hn::Load(d, ws.row_b + i);
-      for (size_t j = 0; j < nk; ++j) {
-        auto ds = hn::Zero(d), t1 = hn::Zero(d), t2 = hn::Zero(d);
-        fixed.GradAndTerms(d, hn::LoadU(d, scores + j * kTileQ + i),
-                           hn::LoadU(d, grads + j * kTileQ + i), row_params, ds, t1, t2);
-        const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
-        sum1 = hn::Add(sum1, hn::IfThenElseZero(seen, t1));
-        sum2 = hn::Add(sum2, hn::IfThenElseZero(seen, t2));
-        hn::StoreU(hn::IfThenElseZero(seen, ds), d, grads + j * kTileQ + i);
-      }
-      hn::Store(sum1, d, ws.row_a + i);
-      hn::Store(sum2, d, ws.row_b + i);
-    }
-  });
+    });
+  }
   const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
   MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
                ws.range_end);
@@ -404,32 +383,23 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
         DenseQueryTile(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible, ws, dq);
       };
       if constexpr (Transform::kHasRowTerms) {
-        if (corrections != nullptr && !tr.GradWaitsForTerms()) {
+        if (corrections != nullptr) {
+          // When dS waits for the row sums (GradWaitsForTerms), they come first and the S and dP
+          // tiles are kept (up to the workspace's cache) for dS; otherwise one sweep does both.
+          const bool waits = tr.GradWaitsForTerms();
+          const size_t key_end = KeyEnd(p, i0, nq), keys = hwy::RoundUpTo(key_end, kTileK);
+          float* kept = waits && keys <= TileWorkspace::kMaxCachedKeys ? ws.ScoreCache(2 * keys)
+                                                                       : nullptr;
           std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
           std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
           QuerySideSweep(p, args, b, h, i0, nq, ws,
                          [&](float* scores, float* grads, size_t nk, size_t j0, size_t columns,
                              bool all_visible) HWY_ATTR {
-            DenseQueryTileWithTerms(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible,
-                                    ws, dq);
-          });
-          for (size_t i = 0; i < nq; ++i) {
-            tr.FinishTerms(row0 + i, ws.row_a[i], ws.row_b[i],
-                           params + (row0 + i) * Transform::kRowParams,
-                           corrections + 2 * (row0 + i));
-          }
-          StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
-                    size_t(args.dq.strides.token));
-          return;
-        }
-        if (corrections != nullptr) {
-          const size_t key_end = KeyEnd(p, i0, nq), keys = hwy::RoundUpTo(key_end, kTileK);
-          float* kept = keys <= TileWorkspace::kMaxCachedKeys ? ws.ScoreCache(2 * keys) : nullptr;
-          std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
-          std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
-          QuerySideSweep(p, args, b, h, i0, nq, ws,
-                         [&](const float* scores, const float* grads, size_t nk, size_t j0,
-                             size_t columns, bool all_visible) HWY_ATTR {
+            if (!waits) {
+              DenseQueryTile<true>(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible, ws,
+                                   dq);
+              return;
+            }
             AccumulateTerms(tr, scores, grads, nk, columns, all_visible, ws);
             if (kept == nullptr) return;
             std::copy(scores, scores + nk * kTileQ, kept + j0 * kTileQ);
@@ -440,17 +410,19 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
                            params + (row0 + i) * Transform::kRowParams,
                            corrections + 2 * (row0 + i));
           }
-          StageRowParams<Transform>(params, row0, nq, ws);  // now complete
-          if (kept != nullptr) {
-            const size_t columns = QueryColumns(nq);
-            for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
-              const size_t nk = std::min(kTileK, p.kv_len - j0);
-              const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-              dense_tile(kept + j0 * kTileQ, kept + (keys + j0) * kTileQ, nk, j0, columns,
-                         all_visible);
+          if (waits) {
+            StageRowParams<Transform>(params, row0, nq, ws);  // now complete
+            if (kept != nullptr) {
+              const size_t columns = QueryColumns(nq);
+              for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+                const size_t nk = std::min(kTileK, p.kv_len - j0);
+                const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+                dense_tile(kept + j0 * kTileQ, kept + (keys + j0) * kTileQ, nk, j0, columns,
+                           all_visible);
+              }
+            } else {
+              QuerySideSweep(p, args, b, h, i0, nq, ws, dense_tile);
             }
-          } else {
-            QuerySideSweep(p, args, b, h, i0, nq, ws, dense_tile);
           }
           StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
                     size_t(args.dq.strides.token));

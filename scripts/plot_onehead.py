@@ -11,13 +11,15 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections import defaultdict
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
+
+# The atomic PNG write (temporary name, renamed) of the run figures; installed beside this script.
+from plot_run import save  # noqa: E402
 
 
 def read(path):
@@ -52,20 +54,6 @@ def mean_over_alpha(rows, group_key="N"):
     for r in rows:
         sums[r[group_key]].append(r["mean_abs_error"])
     return sorted((n, sum(v) / len(v)) for n, v in sums.items())
-
-
-def save(fig, path):
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".png", dir=os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png", dpi=110, bbox_inches="tight")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-    finally:
-        plt.close(fig)
-    print(f"wrote {path}")
 
 
 def positive(xs, ys):

@@ -96,34 +96,32 @@ std::vector<int64_t> RecordSteps(int64_t steps, int records) {
   return out;
 }
 
-std::vector<TrajectoryPoint> PopulationDescent(const RowTransform& transform, const Params& init,
-                                               double step, int64_t steps, int records,
-                                               const PopulationOptions& options,
-                                               double hitting_risk, double* hitting_time) {
+void ValidateDescent(double step, int64_t steps) {
   if (!std::isfinite(step) || step <= 0.0) {
     throw std::invalid_argument("onehead: the step size must be finite and positive, got " +
                                 std::to_string(step));
   }
   if (steps < 1) throw std::invalid_argument("onehead: steps must be >= 1");
+}
+
+std::vector<TrajectoryPoint> PopulationDescent(const RowTransform& transform, const Params& init,
+                                               double step, int64_t steps, int records,
+                                               const PopulationOptions& options,
+                                               double hitting_risk, double* hitting_time) {
   ValidatePopulation(options);
-  const std::vector<int64_t> record = RecordSteps(steps, records);
   std::vector<TrajectoryPoint> trajectory;
-  Params params = init;
-  size_t next = 0;
   if (hitting_time) *hitting_time = std::nan("");
-  for (int64_t k = 0; k <= steps; ++k) {
-    const Risk risk = PopulationRisk(transform, params, options);
-    if (hitting_time && std::isnan(*hitting_time) && risk.value <= hitting_risk) {
-      *hitting_time = k * step;
-    }
-    if (next < record.size() && record[next] == k) {
-      trajectory.push_back({k, k * step, params, risk.value, risk.grad_a, risk.grad_b});
-      ++next;
-    }
-    if (k == steps) break;
-    params.a -= step * risk.grad_a;
-    params.b -= step * risk.grad_b;
-  }
+  Descend(
+      init, step, steps, records,
+      [&](const Params& params) { return PopulationRisk(transform, params, options); },
+      [&](int64_t k, const Params& params, const Risk& risk, bool recorded) {
+        if (hitting_time && std::isnan(*hitting_time) && risk.value <= hitting_risk) {
+          *hitting_time = k * step;
+        }
+        if (recorded) {
+          trajectory.push_back({k, k * step, params, risk.value, risk.grad_a, risk.grad_b});
+        }
+      });
   return trajectory;
 }
 

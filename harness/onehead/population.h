@@ -59,10 +59,34 @@ struct TrajectoryPoint {
 // Steps recorded out of `steps`: 0, the last, and `records` more spaced evenly in log(step).
 std::vector<int64_t> RecordSteps(int64_t steps, int records);
 
-// Gradient descent theta <- theta - step grad R from init, recording RecordSteps(steps,
+// Throws std::invalid_argument for a step size that is not finite and positive, or steps < 1.
+void ValidateDescent(double step, int64_t steps);
+
+// Gradient descent theta <- theta - step grad from init for `steps` steps, shared by the
+// population and the finite runs: evaluate(params) returns the iterate's Risk, and
+// visit(k, params, risk, recorded) sees every iterate k = 0 .. steps, with recorded true at
+// RecordSteps(steps, records). The same checks as ValidateDescent.
+template <class Evaluate, class Visit>
+void Descend(const Params& init, double step, int64_t steps, int records,
+             const Evaluate& evaluate, const Visit& visit) {
+  ValidateDescent(step, steps);
+  const std::vector<int64_t> record = RecordSteps(steps, records);
+  Params params = init;
+  size_t next = 0;
+  for (int64_t k = 0; k <= steps; ++k) {
+    const Risk risk = evaluate(params);
+    const bool recorded = next < record.size() && record[next] == k;
+    next += recorded;
+    visit(k, params, risk, recorded);
+    if (k == steps) break;
+    params.a -= step * risk.grad_a;
+    params.b -= step * risk.grad_b;
+  }
+}
+
+// Gradient descent on the population risk from init (Descend), recording RecordSteps(steps,
 // records). With hitting_time, it receives the first t = k * step at which R <= hitting_risk
-// (NaN if never), checked at every step. Throws std::invalid_argument for a step size that is
-// not finite and positive, or steps < 1.
+// (NaN if never), checked at every step. The same checks as ValidateDescent.
 std::vector<TrajectoryPoint> PopulationDescent(const RowTransform& transform, const Params& init,
                                                double step, int64_t steps, int records,
                                                const PopulationOptions& options,

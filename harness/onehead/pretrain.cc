@@ -231,25 +231,18 @@ EmpiricalRisk CorpusRisk(const RowTransform& transform, const Params& params,
 
 std::vector<PretrainPoint> Pretrain(const RowTransform& transform, const Corpus& corpus,
                                     const Params& init, double step, int64_t steps, int records) {
-  if (!std::isfinite(step) || step <= 0.0) {
-    throw std::invalid_argument("onehead: the step size must be finite and positive, got " +
-                                std::to_string(step));
-  }
-  if (steps < 1) throw std::invalid_argument("onehead: steps must be >= 1");
-  const std::vector<int64_t> record = RecordSteps(steps, records);
   std::vector<PretrainPoint> trajectory;
-  Params params = init;
-  size_t next = 0;
-  for (int64_t k = 0; k <= steps; ++k) {
-    const EmpiricalRisk risk = CorpusRisk(transform, params, corpus);
-    if (next < record.size() && record[next] == k) {
-      trajectory.push_back({k, k * step, params, risk.risk.value, risk.mean_abs_error});
-      ++next;
-    }
-    if (k == steps) break;
-    params.a -= step * risk.risk.grad_a;
-    params.b -= step * risk.risk.grad_b;
-  }
+  double mean_abs_error = 0.0;  // of the iterate just evaluated
+  Descend(
+      init, step, steps, records,
+      [&](const Params& params) {
+        const EmpiricalRisk risk = CorpusRisk(transform, params, corpus);
+        mean_abs_error = risk.mean_abs_error;
+        return risk.risk;
+      },
+      [&](int64_t k, const Params& params, const Risk& risk, bool recorded) {
+        if (recorded) trajectory.push_back({k, k * step, params, risk.value, mean_abs_error});
+      });
   return trajectory;
 }
 

@@ -77,7 +77,7 @@ struct PretrainPoint {
   double risk = 0.0, mean_abs_error = 0.0;
 };
 // Full-batch gradient descent on the corpus from init; records RecordSteps(steps, records).
-// The same checks as PopulationDescent.
+// The same checks as ValidateDescent.
 std::vector<PretrainPoint> Pretrain(const RowTransform& transform, const Corpus& corpus,
                                     const Params& init, double step, int64_t steps, int records);
 
