@@ -2,8 +2,13 @@
 //   <kernel>_<pass>/N:<T>/D:<D>/H:<H>/causal:<0|1>/threads:<n>
 // B = 1, Tq = Tk = N, inputs N(0, 1) in [B, H, T, D]. `threads` is AttentionOptions::threads
 // (a private TBB arena of that size), timing is wall-clock, and the counters follow
-// spec/performance.md: GFLOPS = useful FLOPs / wall time, peak_frac = GFLOPS / the FMA peak of
+// docs/performance.md: GFLOPS = useful FLOPs / wall time, peak_frac = GFLOPS / the FMA peak of
 // the same number of threads (bench/peak_fma.h).
+//
+// Over 500 lines on purpose: each benchmark family (exact, prepared K/V, K-interval,
+// thresholded, value gates, the unfused baseline) sits beside its FLOP or byte count, and the
+// one registration function at the end names them all, so the list of benchmark names reads
+// in one place.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -124,7 +129,7 @@ struct ForwardBuffers {
   Strides q_strides, kv_strides;
 };
 
-// precision: spec §4's operand formats (default fp32).
+// precision: docs/math.md §4's operand formats (default fp32).
 void BM_ExactForward(benchmark::State& state, const Precision& precision = {}) {
   BenchConfig config = ConfigOf(state);
   config.options.precision = precision;
@@ -288,7 +293,7 @@ void BM_NaiveForward(benchmark::State& state) {
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
 }
 
-// K-interval (spec §2): the forward's statistics pass and the backward's terms pass recompute
+// K-interval (docs/math.md §2): the forward's statistics pass and the backward's terms pass recompute
 // score tiles, but the FLOPs counted are the same useful ones as exact_fwd's and exact_bwd's,
 // so GFLOPS compare the kernels' speed directly.
 struct KIntervalBuffers {
@@ -344,7 +349,7 @@ void BM_KIntervalBackward(benchmark::State& state, const KIntervalOptions& kint)
   SetFlopCounters(state, BackwardFlops(s, config.options.causal), config.options.threads);
 }
 
-// Thresholded attention (spec §3) on N(0, 1) inputs: with beta = 1 that is the null model, so
+// Thresholded attention (docs/math.md §3) on N(0, 1) inputs: with beta = 1 that is the null model, so
 // more than 99% of the visible weights are exact zeros (the zero_frac counter says how many).
 // FLOPs: the dense-equivalent count, a score product and a P V per view and visible pair
 // (ForwardFlops per view, 2.5 times that for the backward), so GFLOPS says how far skipping
@@ -447,7 +452,7 @@ bool TimeCalls(benchmark::State& state, const Body& body) {
   return true;
 }
 
-// Value gates (spec §1.2) over V [B, H, N, D]: one pass, memory-bound. FLOPs per value: 2 D for
+// Value gates (docs/math.md §1.2) over V [B, H, N, D]: one pass, memory-bound. FLOPs per value: 2 D for
 // the norm or the projection and D for the scaling (forward); the backward about twice that.
 struct GateBuffers {
   explicit GateBuffers(const AttentionShape& s)
@@ -524,7 +529,7 @@ void RegisterFamily(const FamilyGrid& grid, const std::string& name, Function fu
 const bool kRegistered = [] {
   RegisterFamily(kAttentionGrid, "exact_fwd", [](benchmark::State& s) { BM_ExactForward(s); });
   RegisterFamily(kAttentionGrid, "exact_bwd", [](benchmark::State& s) { BM_ExactBackward(s); });
-  // Low-precision operands (spec §4), named exact+qk=int8+pv=bf16 and so on.
+  // Low-precision operands (docs/math.md §4), named exact+qk=int8+pv=bf16 and so on.
   for (const char* text : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=int8,pv=int8",
                            "qk=fp8e4m3,pv=fp8e4m3", "qk=int8,pv=bf16",
                            "qk=int8,pv=int8,p=int8,gran=tensor",
@@ -538,7 +543,7 @@ const bool kRegistered = [] {
   }
   RegisterFamily(kPrecisionGrid, "exact+prepared_kv_fwd", BM_PreparedForward, Precision{});
   RegisterFamily(kAttentionGrid, "naive_fwd", BM_NaiveForward);
-  // The K-interval variants the paper's table turns on (spec/harness.md §4).
+  // The K-interval variants the paper's table turns on (docs/harness.md §4).
   for (const char* text : {"K=4,round=nearest,ste=weight", "K=4,cal=window,round=nearest,ste=prob",
                            "K=16,cal=window,ste=weight", "K=32"}) {
     const KIntervalOptions kint = ParseKInterval(text);
@@ -546,7 +551,7 @@ const bool kRegistered = [] {
     RegisterFamily(kAttentionGrid, name + "_fwd", BM_KIntervalForward, kint);
     RegisterFamily(kAttentionGrid, name + "_bwd", BM_KIntervalBackward, kint);
   }
-  for (const char* text : {"views=1", "views=2"}) {  // spec §3's defaults otherwise
+  for (const char* text : {"views=1", "views=2"}) {  // docs/math.md §3's defaults otherwise
     const ThresholdOptions threshold = ParseThreshold(text);
     const std::string name = "tda:" + FormatThreshold(threshold);
     RegisterFamily(kAttentionGrid, name + "_fwd", BM_ThresholdForward, threshold);

@@ -1,4 +1,4 @@
-// The register-only FMA loop behind `peak_frac` (spec/performance.md), compiled for every
+// The register-only FMA loop behind `peak_frac` (docs/performance.md), compiled for every
 // Highway target, plus the `peak_fma/threads:<n>` benchmark that reports it.
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-// The FMA peak that benchmarks divide by to report `peak_frac` (spec/performance.md):
+// The FMA peak that benchmarks divide by to report `peak_frac` (docs/performance.md):
 // a register-only fp32 FMA loop, run on the best Highway target this CPU supports.
 #ifndef LPATTN_BENCH_PEAK_FMA_H_
 #define LPATTN_BENCH_PEAK_FMA_H_

@@ -2,7 +2,7 @@
 //   train_step/<preset>/arm:<arm>/threads:<n>
 // Random byte tokens (speed does not depend on the text), the preset's batch and context, the
 // step run in a TBB arena of n threads as `lpattn train --threads n` runs it. Counters:
-// tokens_per_s, and GFLOPS / peak_frac for the model FLOPs of spec/performance.md (6 per
+// tokens_per_s, and GFLOPS / peak_frac for the model FLOPs of docs/performance.md (6 per
 // parameter per token for the dense products, plus the attention products: 2 D for q.k and
 // 2 D for p v per visible pair and head, forward, and 2.5 times that backward).
 #include <cstdint>
@@ -14,10 +14,10 @@
 #include <tbb/task_arena.h>
 
 #include "bench/peak_fma.h"
-#include "harness/config.h"
-#include "harness/data.h"
-#include "harness/model.h"
-#include "harness/optimizer.h"
+#include "harness/model/config.h"
+#include "harness/model/model.h"
+#include "harness/train/data.h"
+#include "harness/train/optimizer.h"
 
 namespace lpattn::bench {
 namespace {

@@ -2,7 +2,7 @@
 //
 // Tensors are views: a base pointer plus element strides for (batch, head, token); the head
 // dimension is contiguous. [B, H, T, D] and [B, T, H, D] are both plain stride choices
-// (see ContiguousBHTD / ContiguousBTHD). The math is spec/kernels.md; section numbers below
+// (see ContiguousBHTD / ContiguousBTHD). The math is docs/math.md; section numbers below
 // refer to it.
 #ifndef LPATTN_KERNELS_ATTENTION_H_
 #define LPATTN_KERNELS_ATTENTION_H_

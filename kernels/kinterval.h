@@ -1,4 +1,4 @@
-// K-interval attention (spec/kernels.md §2): the options, and the row-level transform that the
+// K-interval attention (docs/math.md §2): the options, and the row-level transform that the
 // fp64 reference, the one-head estimator and other small models share. One row of visible
 // scores goes in, probabilities come out; probability gradients go in, score gradients (under
 // the chosen surrogate) come out.
@@ -63,7 +63,7 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& options, const dou
 // under options.surrogate. In a degenerate row the calibration terms are 0 and the exact and
 // weight surrogates take the slope exp(u_j) = 1, which is exact softmax's gradient there.
 // g_bar, if given, replaces sum_j p_j g_j (attention passes dO_i . o_i, which differs from it
-// when the forward rounded P before P V, spec §4).
+// when the forward rounded P before P V, docs/math.md §4).
 void KIntervalRowBackward(const KIntervalOptions& options, const double* s, size_t n,
                           const KIntervalRowStats& stats, const double* g, double* ds,
                           const double* g_bar = nullptr);

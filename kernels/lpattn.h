@@ -3,7 +3,7 @@
  *
  * A thin, stable C surface over the C++ API in kernels/attention.h; the semantics (math,
  * layouts, causal alignment, sinks, validation) are identical, and the C++ header is the
- * authority where this one is brief. The math is spec/kernels.md (§1, §1.1).
+ * authority where this one is brief. The math is docs/math.md (§1, §1.1).
  *
  *   #include <lpattn/kernels/lpattn.h>      link with -llpattn (pkg-config: lpattn)
  *

@@ -1,4 +1,4 @@
-// The precision option of every kernel call (spec/kernels.md §4): the formats of the Q K^T
+// The precision option of every kernel call (docs/math.md §4): the formats of the Q K^T
 // operands and of the P V operands, the scale granularity, and K smoothing. The row transform
 // stays in fp32. The default is fp32 everywhere, bit-identical to a call without the option.
 #ifndef LPATTN_KERNELS_PRECISION_H_
@@ -20,7 +20,7 @@ enum class ComputePath {
   // the dense transforms: bf16 and fp16 K and V held as 16-bit codes and decoded tile by tile
   // (exact, K-interval); int8 Q K^T from integer products (scales per tensor, token or block,
   // no smoothing); int8 P V from integer products with p = int8 and V's scale per tensor or
-  // per channel (exact). Everything else is simulated.
+  // per channel (exact, K-interval). Everything else is simulated.
   kNative,
   kSimulated,  // quantize, then dequantize into fp32 copies, for every operand
 };

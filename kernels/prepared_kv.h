@@ -1,4 +1,4 @@
-// K and V prepared once in their low-precision storage (spec §4), as an engine keeps a KV cache:
+// K and V prepared once in their low-precision storage (docs/math.md §4), as an engine keeps a KV cache:
 // bf16 or fp16 K and V as 16-bit codes (half the bytes of fp32), int8 K as codes with a scale
 // per token, other formats as dequantized fp32 copies (simulation; fp32 as a plain copy).
 // Forward calls then read the prepared storage directly instead of quantizing K and V again,
@@ -26,7 +26,7 @@ class PreparedKv {
   // Bytes of K and V as held (codes, scales or fp32 copies).
   size_t StorageBytes() const;
 
-  struct Impl;  // kernels/prepared_kv_impl.h
+  struct Impl;  // kernels/native/prepared_kv_impl.h
   const Impl& impl() const { return *impl_; }
 
  private:

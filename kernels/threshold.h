@@ -1,4 +1,4 @@
-// Thresholded (differential) attention (spec/kernels.md §3): the options, and the row-level
+// Thresholded (differential) attention (docs/math.md §3): the options, and the row-level
 // transform that the fp64 reference, the one-head estimator and other small models share. One
 // row of scores and its threshold go in, the kept exceedances come out; weight gradients go in,
 // score gradients come out.

@@ -1,4 +1,4 @@
-// Value gates (spec/kernels.md §1.2): each value is scaled by a gate in (0, 1) computed from
+// Value gates (docs/math.md §1.2): each value is scaled by a gate in (0, 1) computed from
 // that value alone, v~_j = g_j v_j, before attention reads it. A gate depends on v_j only, so
 // the pass can run once when a value is written to a KV cache; it is one fused pass over V.
 //   norm gate:       g_j = sigmoid(alpha_h * ||v_j|| + beta_h)   (2 parameters per kv head)

@@ -1,4 +1,4 @@
-// Scalar codecs of the low-precision formats (spec/kernels.md §4): one minifloat codec
+// Scalar codecs of the low-precision formats (docs/math.md §4): one minifloat codec
 // parameterised by the format's layout, plus int8.
 #include "quant/format.h"
 

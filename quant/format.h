@@ -1,4 +1,4 @@
-// Number formats of low-precision operands (spec/kernels.md §4) and their scalar codecs.
+// Number formats of low-precision operands (docs/math.md §4) and their scalar codecs.
 //
 // Every floating-point format here is a "minifloat": sign, e exponent bits, m mantissa bits,
 // subnormals. They differ in what happens past the largest finite value:

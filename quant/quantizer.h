@@ -1,4 +1,4 @@
-// Quantizers (spec/kernels.md §4): a scale per tensor, token, block of tokens or channel, K
+// Quantizers (docs/math.md §4): a scale per tensor, token, block of tokens or channel, K
 // smoothing, and simulation (quantize, then dequantize into fp32).
 //
 // A scaled format (fp8, int8; FormatIsScaled) divides each group by scale = amax / FormatMax,

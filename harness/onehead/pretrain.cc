@@ -8,7 +8,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "harness/data.h"
+#include "harness/common/counter_rng.h"
 
 namespace lpattn::onehead {
 namespace {

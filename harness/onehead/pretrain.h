@@ -1,4 +1,4 @@
-// Finite pretraining and fresh-context transfer of the one-head model (spec/harness.md §5):
+// Finite pretraining and fresh-context transfer of the one-head model (docs/harness.md §5):
 // m tasks of n labelled points, full-batch gradient descent with a constant step from a
 // large-resolution start, then the frozen (a, b) on new contexts of N points at fixed
 // thresholds. Feature designs other than uniform and label noise are options.

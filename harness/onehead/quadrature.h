@@ -1,4 +1,4 @@
-// Gauss-Legendre quadrature (spec/harness.md §5): the population risk integrates over the
+// Gauss-Legendre quadrature (docs/harness.md §5): the population risk integrates over the
 // threshold alpha, and transforms without a closed form integrate over x, with rules of a
 // chosen order. Nodes and weights are computed (Newton on the Legendre recurrence), not tabulated.
 #ifndef LPATTN_HARNESS_ONEHEAD_QUADRATURE_H_

@@ -1,0 +1,374 @@
+// `lpattn train`, `eval`, `sweep` and `report`: training runs of the small GPT under an
+// attention arm, evaluating their checkpoints, sweeps of arms x seeds and their reports. The
+// run configuration options (the preset and the flags that override it) are shared by train
+// and sweep.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "harness/cli/commands.h"
+#include "harness/common/figures.h"
+#include "harness/model/attention_arm.h"
+#include "harness/model/config.h"
+#include "harness/sweep/sweep.h"
+#include "harness/sweep/sweep_plan.h"
+#include "harness/train/checkpoint.h"
+#include "harness/train/trainer.h"
+
+namespace lpattn::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using harness::TrainConfig;
+
+// ---- progress --------------------------------------------------------------------------------
+
+// FormatProgress's line on stderr: on a terminal one line rewritten in place (carriage return)
+// at most 4 times a second, ended by a newline; otherwise (a log) one line per evaluation.
+class ProgressLine {
+ public:
+  ProgressLine() : live_(isatty(STDERR_FILENO) != 0) {}
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  ~ProgressLine() { EndLine(); }
+
+  void Update(const harness::Progress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    const bool last = p.step >= p.steps;
+    if (live_) {
+      if (!last && open_ && now - printed_ < std::chrono::milliseconds(250)) return;
+    } else if (!last && (p.val_loss < 0 || p.val_loss == last_val_)) {
+      return;
+    }
+    printed_ = now;
+    last_val_ = last ? -1.0 : p.val_loss;  // the next run starts afresh
+    std::string text = harness::FormatProgress(p);
+    if (live_) {
+      const size_t width = text.size();
+      if (text.size() < width_) text.append(width_ - text.size(), ' ');
+      width_ = width;
+      std::fprintf(stderr, "\r%s", text.c_str());
+      open_ = true;
+      if (last) EndLine();
+    } else {
+      std::fprintf(stderr, "%s\n", text.c_str());
+    }
+    std::fflush(stderr);
+  }
+
+  harness::ProgressFn Fn() {
+    return [this](const harness::Progress& p) { Update(p); };
+  }
+
+ private:
+  void EndLine() {
+    if (open_) std::fputc('\n', stderr);
+    open_ = false;
+    width_ = 0;
+  }
+
+  bool live_;
+  bool open_ = false;
+  size_t width_ = 0;
+  double last_val_ = -1.0;
+  std::chrono::steady_clock::time_point printed_;
+};
+
+// ---- run configuration options (train and sweep) --------------------------------------------
+
+// The config is the preset (or, for a resumed run, its saved config.json) with only the flags
+// given applied: each flag records a setter when parsed, and BuildConfig replays them.
+struct ConfigOptions {
+  std::string preset = "tiny";
+  std::vector<std::function<void(TrainConfig&)>> setters;
+  CLI::Option* checkpoint_every = nullptr;
+};
+
+template <class T, class Set>
+CLI::Option* AddOverride(CLI::App* command, ConfigOptions& options, const std::string& flag,
+                         const std::string& help, Set set) {
+  return command->add_option_function<T>(
+      flag,
+      [&options, set](const T& value) {
+        options.setters.push_back([set, value](TrainConfig& c) { set(c, value); });
+      },
+      help);
+}
+
+std::string AbsolutePath(const std::string& path) {
+  return path.empty() ? path : fs::absolute(path).lexically_normal().string();
+}
+
+void AddConfigOptions(CLI::App* command, ConfigOptions& options) {
+  command->add_option("--preset", options.preset, "model preset: tiny, small, medium")
+      ->capture_default_str();
+  AddOverride<int>(command, options, "--steps", "optimiser steps",
+                   [](TrainConfig& c, int v) { c.steps = v; });
+  AddOverride<std::string>(command, options, "--data", "corpus file (default: the Brown corpus)",
+                           [](TrainConfig& c, const std::string& v) { c.data = AbsolutePath(v); });
+  AddOverride<int>(command, options, "--threads", "TBB threads (default: all; no number changes)",
+                   [](TrainConfig& c, int v) { c.threads = v; })
+      ->check(CLI::Range(1, 4096));
+  AddOverride<float>(command, options, "--lr", "peak learning rate",
+                     [](TrainConfig& c, float v) { c.lr = v; });
+  AddOverride<int>(command, options, "--warmup", "linear warm-up steps",
+                   [](TrainConfig& c, int v) { c.warmup_steps = v; });
+  AddOverride<float>(command, options, "--min-lr-fraction", "final rate / peak rate (cosine)",
+                     [](TrainConfig& c, float v) { c.min_lr_fraction = v; });
+  AddOverride<float>(command, options, "--weight-decay", "AdamW weight decay (matrices)",
+                     [](TrainConfig& c, float v) { c.weight_decay = v; });
+  AddOverride<float>(command, options, "--beta1", "AdamW beta1",
+                     [](TrainConfig& c, float v) { c.beta1 = v; });
+  AddOverride<float>(command, options, "--beta2", "AdamW beta2",
+                     [](TrainConfig& c, float v) { c.beta2 = v; });
+  AddOverride<float>(command, options, "--grad-clip", "global gradient-norm clip",
+                     [](TrainConfig& c, float v) { c.grad_clip = v; });
+  AddOverride<int>(command, options, "--batch", "windows per step",
+                   [](TrainConfig& c, int v) { c.batch = v; });
+  AddOverride<int>(command, options, "--context", "tokens per window",
+                   [](TrainConfig& c, int v) { c.model.context = v; });
+  AddOverride<int>(command, options, "--layers", "transformer blocks",
+                   [](TrainConfig& c, int v) { c.model.n_layer = v; });
+  AddOverride<int>(command, options, "--heads", "attention heads",
+                   [](TrainConfig& c, int v) { c.model.n_head = v; });
+  AddOverride<int>(command, options, "--width", "model width (n_embd)",
+                   [](TrainConfig& c, int v) { c.model.n_embd = v; });
+  AddOverride<int>(command, options, "--eval-every", "steps between validation evaluations",
+                   [](TrainConfig& c, int v) { c.eval_every = v; });
+  AddOverride<int>(command, options, "--eval-windows", "validation windows",
+                   [](TrainConfig& c, int v) { c.eval_windows = v; });
+  options.checkpoint_every = AddOverride<int>(
+      command, options, "--checkpoint-every",
+      "steps between checkpoints, a multiple of --eval-every (default: the preset's, rounded up "
+      "to one)",
+      [](TrainConfig& c, int v) { c.checkpoint_every = v; });
+}
+
+TrainConfig BuildConfig(const ConfigOptions& options, TrainConfig config) {
+  for (const auto& set : options.setters) set(config);
+  if (options.checkpoint_every->count() == 0 && config.eval_every > 0 &&
+      config.checkpoint_every % config.eval_every != 0) {
+    config.checkpoint_every += config.eval_every - config.checkpoint_every % config.eval_every;
+  }
+  return config;
+}
+
+void CheckArm(const std::string& arm) { harness::MakeArm(arm); }  // throws, naming the problem
+
+// ---- train -----------------------------------------------------------------------------------
+
+struct TrainOptions {
+  ConfigOptions config;
+  std::string out;
+  bool resume = false;
+};
+
+CLI::App* AddTrain(CLI::App& app, TrainOptions& options) {
+  CLI::App* train = app.add_subcommand(
+      "train", "train one model under one attention arm into a run directory");
+  AddConfigOptions(train, options.config);
+  AddOverride<std::string>(train, options.config, "--arm", "attention arm (default: exact)",
+                           [](TrainConfig& c, const std::string& v) { c.arm = v; });
+  AddOverride<uint64_t>(train, options.config, "--seed", "seed of the initialisation and batches",
+                        [](TrainConfig& c, uint64_t v) { c.seed = v; });
+  train->add_option("--out", options.out, "run directory")->required();
+  train->add_flag("--resume", options.resume,
+                  "continue the run in --out from its checkpoint; its config.json replaces "
+                  "--preset, and flags given must match it (--threads may differ)");
+  return train;
+}
+
+int RunTrain(const TrainOptions& options) {
+  if (fs::exists(fs::path(options.out) / "sweep.json")) {
+    throw std::invalid_argument(options.out + " is a sweep directory; choose another --out");
+  }
+  TrainConfig base;
+  const fs::path saved = fs::path(options.out) / "config.json";
+  if (options.resume && fs::exists(saved)) {
+    std::ifstream in(saved);
+    base = nlohmann::json::parse(in).get<TrainConfig>();
+  } else {
+    base = harness::PresetConfig(options.config.preset);
+  }
+  const TrainConfig config = BuildConfig(options.config, base);
+  CheckArm(config.arm);
+
+  harness::RunSummary summary;
+  {
+    ProgressLine line;
+    summary = harness::TrainRun(config, options.out, options.resume, line.Fn());
+  }
+  std::printf("run             %s (preset %s, arm %s, seed %llu)\n", options.out.c_str(),
+              config.preset.c_str(), config.arm.c_str(),
+              static_cast<unsigned long long>(config.seed));
+  std::printf("final val loss  %.4f (train %.4f)\n", summary.final_val_loss,
+              summary.final_train_loss);
+  std::printf("tokens/s        %s\n", harness::FormatRate(summary.tokens_per_s).c_str());
+  std::printf("time            %s (%d steps)\n", harness::FormatDuration(summary.seconds).c_str(),
+              summary.steps);
+  harness::DrawFigures(options.out);
+  return 0;
+}
+
+// ---- eval ------------------------------------------------------------------------------------
+
+struct EvalOptions {
+  std::string checkpoint, arm, data;
+};
+
+CLI::App* AddEval(CLI::App& app, EvalOptions& options) {
+  CLI::App* eval = app.add_subcommand(
+      "eval", "validation loss of a checkpoint, with its own arm or another (evaluation swap)");
+  eval->add_option("--checkpoint", options.checkpoint, "checkpoint.bin of a run")->required();
+  eval->add_option("--arm", options.arm, "evaluate with this arm (default: the trained one)");
+  eval->add_option("--data", options.data, "corpus file (default: the run's)");
+  return eval;
+}
+
+int RunEval(const EvalOptions& options) {
+  if (!options.arm.empty()) CheckArm(options.arm);
+  const harness::CheckpointState state = harness::ReadCheckpoint(options.checkpoint);
+  const double loss =
+      harness::EvaluateCheckpoint(options.checkpoint, options.arm, AbsolutePath(options.data));
+  const std::string& trained = state.config.arm;
+  const bool swapped = !options.arm.empty() && options.arm != trained;
+  std::printf("checkpoint  %s (preset %s, step %lld)\n", options.checkpoint.c_str(),
+              state.config.preset.c_str(), static_cast<long long>(state.step));
+  if (swapped) {
+    std::printf("arm         %s (trained with %s: evaluation swap)\n", options.arm.c_str(),
+                trained.c_str());
+  } else {
+    std::printf("arm         %s\n", trained.c_str());
+  }
+  std::printf("val loss    %.4f\n", loss);
+  return 0;
+}
+
+// ---- sweep and report ------------------------------------------------------------------------
+
+void PrintReport(const std::string& dir) {
+  const harness::SweepReport report = harness::ReportSweep(dir);
+  std::printf("\n%s\n", harness::FormatReportTable(report).c_str());
+  std::printf("wrote %s, %s\n", (fs::path(dir) / "report.md").c_str(),
+              (fs::path(dir) / "report.json").c_str());
+  harness::DrawFigures(dir);
+}
+
+struct SweepOptions {
+  ConfigOptions config;
+  std::string plan;
+  std::vector<std::string> arm_lists;
+  std::vector<uint64_t> seeds;
+  std::string out;
+  CLI::Option* preset = nullptr;
+};
+
+std::string PlanHelp() {
+  std::string help = "a named sweep: its arms, seeds, preset, evaluation swaps and the paper's "
+                     "column (--arms adds arms, --seeds and --preset replace its own):";
+  for (const harness::SweepPlan& plan : harness::SweepPlans()) {
+    help += "\n  " + plan.name + ": " + plan.summary;
+  }
+  return help;
+}
+
+CLI::App* AddSweep(CLI::App& app, SweepOptions& options) {
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "train every arm x seed with everything else matched, then report the gaps");
+  AddConfigOptions(sweep, options.config);
+  options.preset = sweep->get_option("--preset");
+  sweep->add_option("--plan", options.plan, PlanHelp());
+  sweep->add_option("--arms", options.arm_lists,
+                    "arms, comma-separated (an arm's own key=value options keep their commas: "
+                    "exact,kint:K=4,cal=window); may be repeated; required without --plan");
+  sweep->add_option("--seeds", options.seeds, "seeds, comma-separated; required without --plan")
+      ->delimiter(',');
+  sweep->add_option("--out", options.out, "sweep directory")->required();
+  return sweep;
+}
+
+void PrintSweepRun(const harness::SweepRunInfo& run) {
+  using Action = harness::SweepRunInfo::Action;
+  if (run.action == Action::kEvaluate) {
+    std::fprintf(stderr, "[swap %d/%d] %s seed %llu evaluated with %s\n", run.index, run.count,
+                 run.arm.c_str(), static_cast<unsigned long long>(run.seed), run.with.c_str());
+    return;
+  }
+  const char* what = run.action == Action::kSkip     ? "  (done, skipped)"
+                     : run.action == Action::kResume ? "  (resuming)"
+                                                     : "";
+  std::fprintf(stderr, "[%d/%d] %s seed %llu -> %s%s\n", run.index, run.count, run.arm.c_str(),
+               static_cast<unsigned long long>(run.seed), run.dir.c_str(), what);
+}
+
+int RunSweep(const SweepOptions& options) {
+  std::vector<std::string> arms;
+  std::vector<uint64_t> seeds = options.seeds;
+  std::string preset = options.config.preset;
+  harness::SweepExtras extras;
+  if (!options.plan.empty()) {
+    const harness::SweepPlan& plan = harness::FindSweepPlan(options.plan);
+    arms = plan.ArmNames();
+    if (seeds.empty()) seeds = plan.seeds;
+    if (options.preset->count() == 0) preset = plan.preset;
+    extras = plan.Extras();
+  } else if (options.arm_lists.empty() || seeds.empty()) {
+    throw std::invalid_argument("sweep: give --arms and --seeds, or --plan");
+  }
+  for (const std::string& list : options.arm_lists) {
+    for (const std::string& arm : harness::SplitArmList(list)) {
+      if (std::find(arms.begin(), arms.end(), arm) == arms.end()) arms.push_back(arm);
+    }
+  }
+  for (const std::string& arm : arms) CheckArm(arm);
+  const TrainConfig base = BuildConfig(options.config, harness::PresetConfig(preset));
+  {
+    ProgressLine line;
+    harness::RunSweep(base, arms, seeds, options.out, line.Fn(), PrintSweepRun, extras);
+  }
+  PrintReport(options.out);
+  return 0;
+}
+
+struct ReportOptions {
+  std::string dir;
+};
+
+CLI::App* AddReport(CLI::App& app, ReportOptions& options) {
+  CLI::App* report =
+      app.add_subcommand("report", "the table of a sweep directory (rewrites report.md/json)");
+  report->add_option("dir", options.dir, "sweep directory")->required();
+  return report;
+}
+
+int RunReport(const ReportOptions& options) {
+  PrintReport(options.dir);
+  return 0;
+}
+
+}  // namespace
+
+void AddTrainCommands(CLI::App& app, Commands& commands) {
+  auto train = std::make_shared<TrainOptions>();
+  commands.push_back({AddTrain(app, *train), [train] { return RunTrain(*train); }});
+  auto eval = std::make_shared<EvalOptions>();
+  commands.push_back({AddEval(app, *eval), [eval] { return RunEval(*eval); }});
+  auto sweep = std::make_shared<SweepOptions>();
+  commands.push_back({AddSweep(app, *sweep), [sweep] { return RunSweep(*sweep); }});
+  auto report = std::make_shared<ReportOptions>();
+  commands.push_back({AddReport(app, *report), [report] { return RunReport(*report); }});
+}
+
+}  // namespace lpattn::cli

@@ -1,0 +1,104 @@
+// The arm seam of docs/harness.md §1: an arm spec parsed once into an arm with typed options
+// (MakeArm), its canonical name, and the evaluation swap's precondition. The arms themselves
+// are in softmax_arms.cc (exact, sink, offbyone, outgate, the value gates) and kernel_arms.cc
+// (kint:<options>, tda:<options>).
+#include "harness/model/attention_arm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "harness/model/arms.h"
+#include "kernels/attention.h"
+#include "kernels/kinterval.h"
+#include "kernels/threshold.h"
+#include "kernels/value_gate.h"
+
+namespace lpattn::harness {
+
+std::vector<std::string> KnownArms() {
+  return {"exact",    "sink",          "offbyone",      "outgate",
+          "normgate", "projgate",      "sink+normgate", "sink+projgate"};
+}
+
+std::string AttentionArm::Name() const {
+  const std::string precision = FormatPrecision(precision_);
+  return precision.empty() ? KernelName() : KernelName() + "+" + precision;
+}
+
+namespace {
+
+constexpr char kKIntervalPrefix[] = "kint:";
+constexpr char kThresholdPrefix[] = "tda:";
+
+std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
+  if (spec == "exact") return arms::MakeSoftmaxArm("exact", SinkMode::kNone);
+  if (spec == "sink") return arms::MakeSoftmaxArm("sink", SinkMode::kLearned);
+  if (spec == "offbyone") return arms::MakeSoftmaxArm("offbyone", SinkMode::kOffByOne);
+  if (spec == "outgate") return arms::MakeOutputGateArm();
+  if (spec == "normgate" || spec == "projgate" || spec == "sink+normgate" ||
+      spec == "sink+projgate") {
+    const bool sink = spec.rfind("sink+", 0) == 0;
+    const bool norm = spec.find("normgate") != std::string::npos;
+    return arms::MakeValueGateArm(spec, norm ? ValueGateKind::kNorm : ValueGateKind::kProjection,
+                                          sink ? SinkMode::kLearned : SinkMode::kNone);
+  }
+  if (spec.rfind(kKIntervalPrefix, 0) == 0) {
+    try {
+      return arms::MakeKIntervalArm(
+          spec, ParseKInterval(spec.substr(sizeof kKIntervalPrefix - 1)));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
+    }
+  }
+  if (spec.rfind(kThresholdPrefix, 0) == 0 || spec == "tda") {
+    try {
+      const std::string text = spec.size() > 3 ? spec.substr(sizeof kThresholdPrefix - 1) : "";
+      return arms::MakeThresholdArm(spec, ParseThreshold(text));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
+    }
+  }
+  std::string known;
+  for (const std::string& name : KnownArms()) known += name + ", ";
+  throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known +
+                              "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob, "
+                              "tda or tda:<options> such as tda:views=1,p=2; any of them "
+                              "+<precision> such as exact+qk=int8,pv=fp8e4m3)");
+}
+
+}  // namespace
+
+std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
+  // "+key=value..." after the kernel's own spec (whose '+' joins arm names, as in sink+normgate,
+  // never options) is the operand precision.
+  const size_t plus = spec.rfind('+');
+  if (plus == std::string::npos || spec.find('=', plus) == std::string::npos) {
+    return MakeKernelArm(spec);
+  }
+  std::unique_ptr<AttentionArm> arm = MakeKernelArm(spec.substr(0, plus));
+  try {
+    const Precision precision = ParsePrecision(spec.substr(plus + 1));
+    arm->SetPrecision(precision);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
+  }
+  return arm;
+}
+
+void CheckSwappable(const std::string& trained, const std::string& with,
+                    const ModelConfig& model) {
+  const std::unique_ptr<AttentionArm> from = MakeArm(trained), to = MakeArm(with);
+  const std::vector<ArmParam> a = from->LayerParams(model), b = to->LayerParams(model);
+  const bool same = std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                               [](const ArmParam& x, const ArmParam& y) {
+                                 return x.name == y.name && x.size == y.size;
+                               });
+  if (!same) {
+    throw std::invalid_argument("cannot evaluate a '" + from->Name() + "' model with arm '" +
+                                to->Name() + "': their per-layer parameters differ");
+  }
+}
+
+}  // namespace lpattn::harness

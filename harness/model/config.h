@@ -1,0 +1,56 @@
+// Run configuration: the model shape (presets of docs/harness.md §1), the optimiser and
+// schedule, the data and the attention arm. Serialised as config.json in every run directory.
+#ifndef LPATTN_HARNESS_MODEL_CONFIG_H_
+#define LPATTN_HARNESS_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace lpattn::harness {
+
+struct ModelConfig {
+  int n_layer = 2;
+  int n_head = 2;
+  int n_embd = 64;
+  int context = 64;  // T: tokens per training window
+  int vocab = 256;   // bytes
+};
+
+struct TrainConfig {
+  std::string preset = "tiny";
+  std::string arm = "exact";  // an arm spec, e.g. "exact", "sink", "kint:K=4,cal=window"
+  ModelConfig model;
+  uint64_t seed = 1;
+  int batch = 8;
+  int steps = 200;
+  float lr = 1e-3f;             // peak learning rate
+  int warmup_steps = 20;        // linear warm-up, then cosine decay to min_lr_fraction * lr
+  float min_lr_fraction = 0.1f;
+  float weight_decay = 0.1f;    // on matrices only
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float grad_clip = 1.0f;       // global gradient-norm clipping
+  int eval_every = 50;          // steps between validation evaluations (and the last step)
+  int eval_windows = 64;        // fixed validation windows (evenly spaced; no seed)
+  int checkpoint_every = 100;   // steps between checkpoints (and the last step)
+  std::string data;             // corpus file; empty: the default Brown corpus cache
+  int threads = 0;              // 0: TBB's default
+};
+
+// Presets `tiny`, `small`, `medium` (names are part of the interface). Throws
+// std::invalid_argument naming the known presets for any other name.
+TrainConfig PresetConfig(const std::string& preset);
+
+// Checks every field (positive sizes, n_embd divisible by n_head, rates in range, a known
+// arm); throws std::invalid_argument with a message naming the field.
+void ValidateConfig(const TrainConfig& config);
+
+void to_json(nlohmann::json& j, const ModelConfig& m);
+void from_json(const nlohmann::json& j, ModelConfig& m);
+void to_json(nlohmann::json& j, const TrainConfig& c);
+void from_json(const nlohmann::json& j, TrainConfig& c);
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_MODEL_CONFIG_H_

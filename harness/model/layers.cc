@@ -1,0 +1,309 @@
+// The GPT's layers (docs/harness.md §1), one forward/backward pair each, after llm.c's
+// train_gpt2.c. Dense products go through CBLAS sgemm on fixed blocks of rows; TBB runs the
+// blocks in parallel. Block boundaries never depend on the thread count and every output element
+// is written by one block, so results are bit-identical for any number of threads.
+#include "harness/model/layers.h"
+
+#include "harness/model/gelu.h"
+#include "harness/model/layernorm_rows.h"
+
+#include <cblas.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <numbers>
+
+namespace lpattn::harness {
+namespace {
+
+constexpr size_t kRowBlock = 64;           // rows of N per sgemm call (forward and dinp)
+// Output channels per sgemm call (dweight and dbias): 64 gives the C x C and 4C -> C products
+// of the small preset two blocks, so both threads of a 2-core machine get one.
+constexpr size_t kChannelBlock = 64;
+constexpr size_t kLayerNormChannelBlock = 32;  // channels per task of LayerNorm's dweight, dbias
+constexpr size_t kElementBlock = 1 << 14;  // elements per task in the GELU loops
+
+// Runs body(begin, end) on [0, n) cut into blocks of `block`, one task per block
+// (simple_partitioner with grain 1), so the cut is the same for every thread count.
+template <class Body>
+void ForBlocks(size_t n, size_t block, const Body& body) {
+  const size_t blocks = (n + block - 1) / block;
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, blocks, 1),
+      [&](const tbb::blocked_range<size_t>& range) {
+        for (size_t b = range.begin(); b != range.end(); ++b) {
+          body(b * block, std::min(n, (b + 1) * block));
+        }
+      },
+      tbb::simple_partitioner());
+}
+
+// Debian's serial OpenBLAS (libopenblas0-serial) is built without USE_LOCKING: two threads in
+// sgemm at once can claim the same packing buffer and silently corrupt each other's results
+// (reproduced with 0.3.21+ds-4: two threads looping over 64x64 products got up to a few percent
+// of wrong results, in about half the runs of 5000 calls each). The pthread build locks its
+// buffer pool and, limited to one thread, runs each call in the caller's thread. So: limit
+// OpenBLAS to one thread, and if the library reports a sequential build, let one call in at a
+// time (still correct and deterministic, only without parallel speed-up of the products).
+class BlasGate {
+ public:
+  BlasGate() {
+    openblas_set_num_threads(1);
+    serialise_ = openblas_get_parallel() == 0;
+    if (serialise_) {
+      std::fprintf(stderr,
+                   "lpattn: sequential OpenBLAS is not thread-safe; matrix products run one at "
+                   "a time (link the libopenblas0-pthread build for parallel products)\n");
+    }
+  }
+  template <class Call>
+  void Run(const Call& call) {
+    if (!serialise_) return call();
+    std::lock_guard<std::mutex> lock(mutex_);
+    call();
+  }
+
+ private:
+  bool serialise_ = false;
+  std::mutex mutex_;
+};
+
+// C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, row-major.
+void Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, size_t m, size_t n, size_t k,
+           const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
+           size_t ldc) {
+  static BlasGate gate;
+  gate.Run([&] {
+    cblas_sgemm(CblasRowMajor, trans_a, trans_b, static_cast<blasint>(m), static_cast<blasint>(n),
+                static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b,
+                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  });
+}
+
+constexpr float kLayerNormEps = 1e-5f;
+
+}  // namespace
+
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+void EncoderForward(float* out, const uint8_t* tokens, const float* wte, const float* wpe, size_t B,
+                    size_t T, size_t C) {
+  for (size_t b = 0; b < B; ++b) {
+    for (size_t t = 0; t < T; ++t) {
+      float* out_bt = out + (b * T + t) * C;
+      const float* wte_ix = wte + static_cast<size_t>(tokens[b * T + t]) * C;
+      const float* wpe_t = wpe + t * C;
+      for (size_t i = 0; i < C; ++i) out_bt[i] = wte_ix[i] + wpe_t[i];
+    }
+  }
+}
+
+// dwte[token] += dout, dwpe[t] += dout; serial because tokens repeat (one writer per row).
+void EncoderBackward(float* dwte, float* dwpe, const float* dout, const uint8_t* tokens, size_t B,
+                     size_t T, size_t C) {
+  for (size_t b = 0; b < B; ++b) {
+    for (size_t t = 0; t < T; ++t) {
+      const float* dout_bt = dout + (b * T + t) * C;
+      float* dwte_ix = dwte + static_cast<size_t>(tokens[b * T + t]) * C;
+      float* dwpe_t = dwpe + t * C;
+      for (size_t i = 0; i < C; ++i) {
+        dwte_ix[i] += dout_bt[i];
+        dwpe_t[i] += dout_bt[i];
+      }
+    }
+  }
+}
+
+// out = (inp - mean) * rstd * weight + bias over each row of C; saves mean and rstd.
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                      const float* bias, size_t N, size_t C) {
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    LayerNormForwardRows(out + r0 * C, mean + r0, rstd + r0, inp + r0 * C, weight, bias, r1 - r0,
+                         C, kLayerNormEps);
+  });
+}
+
+// dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = weight * dout;
+// dweight += sum over rows of norm * dout; dbias += sum over rows of dout.
+void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, const float* mean, const float* rstd,
+                       size_t N, size_t C) {
+  // Rows are independent for dinp; dweight and dbias sum over rows, kept in row order.
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    LayerNormBackwardRows(dinp + r0 * C, dout + r0 * C, inp + r0 * C, weight, mean + r0,
+                          rstd + r0, r1 - r0, C);
+  });
+  // Blocks of channels, each summing its channels over all rows in row order.
+  ForBlocks(C, kLayerNormChannelBlock, [&](size_t c0, size_t c1) {
+    for (size_t r = 0; r < N; ++r) {
+      const float* x = inp + r * C;
+      const float* dy = dout + r * C;
+      for (size_t i = c0; i < c1; ++i) {
+        dbias[i] += dy[i];
+        dweight[i] += (x[i] - mean[r]) * rstd[r] * dy[i];
+      }
+    }
+  });
+}
+
+// out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of kRowBlock rows.
+void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
+                   size_t C, size_t OC) {
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    // The bias is written first and the product added to it (beta = 1): one pass over the
+    // block's outputs instead of a zeroing pass and a bias pass.
+    float beta = 0.0f;
+    if (bias != nullptr) {
+      for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
+      beta = 1.0f;
+    }
+    Sgemm(CblasNoTrans, CblasTrans, r1 - r0, OC, C, inp + r0 * C, C, weight, C, beta,
+          out + r0 * OC, OC);
+  });
+}
+
+// dinp += dout weight (blocks of rows); dweight += dout^T inp and dbias += column sums of dout
+// (blocks of output channels, each summing over all N rows in one call).
+void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, size_t N, size_t C, size_t OC, Write dinp_write) {
+  const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    Sgemm(CblasNoTrans, CblasNoTrans, r1 - r0, C, OC, dout + r0 * OC, OC, weight, C, beta,
+          dinp + r0 * C, C);
+  });
+  ForBlocks(OC, kChannelBlock, [&](size_t o0, size_t o1) {
+    Sgemm(CblasTrans, CblasNoTrans, o1 - o0, C, N, dout + o0, OC, inp, C, 1.0f, dweight + o0 * C,
+          C);
+    if (dbias == nullptr) return;
+    double sums[kChannelBlock] = {};
+    for (size_t r = 0; r < N; ++r) {
+      for (size_t o = o0; o < o1; ++o) sums[o - o0] += dout[r * OC + o];
+    }
+    for (size_t o = o0; o < o1; ++o) dbias[o] += static_cast<float>(sums[o - o0]);
+  });
+}
+
+// out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as x sigmoid(2u):
+// the same function (0.5 (1 + tanh u) = sigmoid(2u)), with one exp instead of glibc's tanhf
+// (about 4x slower) and no cancellation in 1 + tanh u for negative x.
+void GeluForward(float* out, const float* inp, size_t n) {
+  ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
+    GeluForwardSimd(out + i0, inp + i0, i1 - i0);
+  });
+}
+
+// dinp (+)= dout * (s + 2 x s (1 - s) du/dx), s = sigmoid(2u), du/dx = sqrt(2/pi) (1 + 3 * 0.044715
+// x^2) (the same as 0.5 (1 + tanh u) + 0.5 x sech^2(u) du/dx).
+void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n, Write dinp_write) {
+  ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
+    GeluBackwardSimd(dinp + i0, inp + i0, dout + i0, i1 - i0, dinp_write == Write::kAccumulate);
+  });
+}
+
+// out = a + b
+void ResidualForward(float* out, const float* a, const float* b, size_t n) {
+  ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) out[i] = a[i] + b[i];
+  });
+}
+
+// out = x * sigmoid(g)
+void SigmoidGateForward(float* out, const float* x, const float* g, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = x[i] / (1.0f + std::exp(-g[i]));
+}
+
+// dx += dout * sigmoid(g), dg += dout * x * sigmoid(g) (1 - sigmoid(g))
+void SigmoidGateBackward(float* dx, float* dg, const float* dout, const float* x, const float* g,
+                         size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const float s = 1.0f / (1.0f + std::exp(-g[i]));
+    dx[i] += dout[i] * s;
+    dg[i] += dout[i] * x[i] * s * (1.0f - s);
+  }
+}
+
+// y = x r g with r = 1 / sqrt(mean(x^2) + eps) over each head's channels.
+void HeadRmsNormForward(float* out, float* rrms, const float* inp, const float* gain, size_t N,
+                        size_t C, size_t H) {
+  const size_t D = C / H;
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t h = 0; h < H; ++h) {
+        const float* x = inp + r * C + h * D;
+        double sum = 0.0;
+        for (size_t c = 0; c < D; ++c) sum += double(x[c]) * x[c];
+        const float rr = float(1.0 / std::sqrt(sum / double(D) + 1e-6));
+        rrms[r * H + h] = rr;
+        for (size_t c = 0; c < D; ++c) out[r * C + h * D + c] = x[c] * rr * gain[h * D + c];
+      }
+    }
+  });
+}
+
+// dx_c = r g_c dy_c - x_c r^3 (1/D) sum_k g_k dy_k x_k;  dgain_c += dy_c x_c r (rows in order).
+void HeadRmsNormBackward(float* dinp, float* dgain, const float* dout, const float* inp,
+                         const float* gain, const float* rrms, size_t N, size_t C, size_t H) {
+  const size_t D = C / H;
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t h = 0; h < H; ++h) {
+        const float* x = inp + r * C + h * D;
+        const float* dy = dout + r * C + h * D;
+        const float* g = gain + h * D;
+        const float rr = rrms[r * H + h];
+        double along = 0.0;
+        for (size_t c = 0; c < D; ++c) along += double(g[c]) * dy[c] * x[c];
+        const float k = float(along / double(D)) * rr * rr * rr;
+        for (size_t c = 0; c < D; ++c) dinp[r * C + h * D + c] += rr * g[c] * dy[c] - x[c] * k;
+      }
+    }
+  });
+  for (size_t r = 0; r < N; ++r) {  // one writer per gain element, rows in order
+    for (size_t c = 0; c < C; ++c) dgain[c] += dout[r * C + c] * inp[r * C + c] * rrms[r * H + c / D];
+  }
+}
+
+// probs = softmax(logits) per row (max subtracted); losses = -log probs[target], computed as
+// log(sum exp(l - max)) - (l[target] - max) so that it stays finite when probs[target]
+// underflows; returns the mean loss, summed in double.
+float CrossEntropyForward(float* probs, float* losses, const float* logits, const uint8_t* targets,
+                          size_t N, size_t V) {
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      const float* l = logits + r * V;
+      float* p = probs + r * V;
+      const float max = *std::max_element(l, l + V);
+      double sum = 0.0;
+      for (size_t v = 0; v < V; ++v) {
+        p[v] = std::exp(l[v] - max);
+        sum += p[v];
+      }
+      const float inv_sum = static_cast<float>(1.0 / sum);
+      for (size_t v = 0; v < V; ++v) p[v] *= inv_sum;
+      losses[r] = static_cast<float>(std::log(sum) - (l[targets[r]] - max));
+    }
+  });
+  double total = 0.0;
+  for (size_t r = 0; r < N; ++r) total += losses[r];
+  return static_cast<float>(total / static_cast<double>(N));
+}
+
+// dlogits = (probs - onehot(target)) / N, overwriting.
+void CrossEntropyBackward(float* dlogits, const float* probs, const uint8_t* targets, size_t N,
+                          size_t V) {
+  const float inv_n = 1.0f / static_cast<float>(N);
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t r = r0; r < r1; ++r) {
+      for (size_t v = 0; v < V; ++v) {
+        const float indicator = v == targets[r] ? 1.0f : 0.0f;
+        dlogits[r * V + v] = (probs[r * V + v] - indicator) * inv_n;
+      }
+    }
+  });
+}
+
+}  // namespace lpattn::harness

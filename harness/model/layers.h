@@ -1,0 +1,77 @@
+// The GPT's layers as forward/backward pairs of plain functions over contiguous float buffers,
+// in the style of llm.c's train_gpt2.c (docs/harness.md §1). Shapes use B (batch), T (tokens),
+// C (channels), OC (output channels), V (vocabulary). Backward functions ACCUMULATE (+=) into
+// their parameter and input gradients, so a block's residual branches add up naturally; the
+// caller zeroes gradients once per step. The input gradients of the matmul and GELU backward
+// can instead be overwritten (Write::kOverwrite) where that layer is their only writer, which
+// spares the model zeroing them.
+//
+// Every function is deterministic: parallel work is split into fixed-size blocks of rows that
+// do not depend on the thread count, and each output element has exactly one writer.
+#ifndef LPATTN_HARNESS_MODEL_LAYERS_H_
+#define LPATTN_HARNESS_MODEL_LAYERS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lpattn::harness {
+
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+void EncoderForward(float* out, const uint8_t* tokens, const float* wte, const float* wpe,
+                    size_t B, size_t T, size_t C);
+void EncoderBackward(float* dwte, float* dwpe, const float* dout, const uint8_t* tokens,
+                     size_t B, size_t T, size_t C);
+
+// LayerNorm over C with eps 1e-5; saves mean and rstd ([B*T]) for the backward pass.
+void LayerNormForward(float* out, float* mean, float* rstd, const float* inp,
+                      const float* weight, const float* bias, size_t N, size_t C);
+void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, const float* mean,
+                       const float* rstd, size_t N, size_t C);
+
+// out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC] (bias may be null), through CBLAS sgemm
+// (single-threaded OpenBLAS) on fixed blocks of rows run in parallel by TBB.
+void MatmulForward(float* out, const float* inp, const float* weight, const float* bias,
+                   size_t N, size_t C, size_t OC);
+// How a backward function writes an input gradient.
+enum class Write { kAccumulate, kOverwrite };
+
+// dinp += dout weight (or = with kOverwrite); dweight += dout^T inp; dbias += column sums of
+// dout (dbias may be null).
+void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout,
+                    const float* inp, const float* weight, size_t N, size_t C, size_t OC,
+                    Write dinp_write = Write::kAccumulate);
+
+// tanh-approximation GELU, elementwise over n values.
+void GeluForward(float* out, const float* inp, size_t n);
+void GeluBackward(float* dinp, const float* inp, const float* dout, size_t n,
+                  Write dinp_write = Write::kAccumulate);
+
+// out = a + b, elementwise. Its backward needs no function: d(a) = d(b) = dout, which the model
+// passes on by pointer (one branch) and by copy (the other).
+void ResidualForward(float* out, const float* a, const float* b, size_t n);
+
+// out = x * sigmoid(g), elementwise (the output gate of the `outgate` arm, docs/harness.md §1: G1).
+void SigmoidGateForward(float* out, const float* x, const float* g, size_t n);
+void SigmoidGateBackward(float* dx, float* dg, const float* dout, const float* x,
+                         const float* g, size_t n);
+
+// Per-head RMSNorm (the `tda` arm, docs/harness.md §1): each head's D = C / H channels of a
+// row divided by their root mean square (eps 1e-6), times gain[c]. Saves rrms [N * H], the
+// reciprocal RMS. The backward accumulates into dinp and dgain.
+void HeadRmsNormForward(float* out, float* rrms, const float* inp, const float* gain, size_t N,
+                        size_t C, size_t H);
+void HeadRmsNormBackward(float* dinp, float* dgain, const float* dout, const float* inp,
+                         const float* gain, const float* rrms, size_t N, size_t C, size_t H);
+
+// Softmax over V of the logits and mean cross-entropy against targets, over N = B*T rows.
+// probs[N,V] is saved; losses[N] holds each row's loss; returns the mean loss.
+float CrossEntropyForward(float* probs, float* losses, const float* logits,
+                          const uint8_t* targets, size_t N, size_t V);
+// dlogits = (probs - onehot(target)) / N (overwrites dlogits).
+void CrossEntropyBackward(float* dlogits, const float* probs, const uint8_t* targets, size_t N,
+                          size_t V);
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_MODEL_LAYERS_H_

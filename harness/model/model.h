@@ -1,0 +1,78 @@
+// The GPT of docs/harness.md §1: byte tokens, learned positions, pre-LayerNorm blocks
+// (x += Attn(LN(x)); x += MLP(LN(x))), a 4x tanh-GELU MLP, a final LayerNorm, a head tied to
+// the token embedding, cross-entropy. Parameters, gradients and activations each live in one
+// arena; the attention of every block goes through an AttentionArm.
+#ifndef LPATTN_HARNESS_MODEL_MODEL_H_
+#define LPATTN_HARNESS_MODEL_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/model/attention_arm.h"
+#include "harness/model/config.h"
+
+namespace lpattn::harness {
+
+// One named tensor of the parameter arena.
+struct ParamTensor {
+  std::string name;
+  size_t offset = 0, size = 0;
+  bool decay = false;  // AdamW weight decay (matrices only)
+};
+
+class Gpt {
+ public:
+  // Sized for batches of up to max_batch windows of model.context tokens.
+  Gpt(const ModelConfig& model, const std::string& arm, size_t max_batch);
+
+  // N(0, 0.02) matrices, residual projections scaled by 1/sqrt(2 n_layer), LayerNorm gains 1,
+  // biases 0, arm parameters as the arm says; deterministic in the seed.
+  void InitParams(uint64_t seed);
+
+  // Forward over `batch` windows of T tokens; with targets, returns the mean cross-entropy.
+  float Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch);
+  // Gradients of the last Forward's mean loss, written (not accumulated) into grads().
+  void Backward();
+  // Adds the attention weights of the last Forward, per layer and head, to per_layer
+  // ([n_layer][n_head]; see AttentionArm::Diagnose).
+  void Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer) const;
+
+  std::vector<float>& params() { return params_; }
+  const std::vector<float>& params() const { return params_; }
+  const std::vector<float>& grads() const { return grads_; }
+  const std::vector<ParamTensor>& tensors() const { return tensors_; }
+  const ModelConfig& config() const { return model_; }
+  const AttentionArm& arm() const { return *arm_; }
+  // Replaces the arm (the evaluation swap); the new arm must need the same parameters.
+  void SetArm(const std::string& arm);
+
+ private:
+  // Offsets of one block's parameters (in params_ and grads_) and activations (in acts_, and
+  // their gradients at the same offsets in dacts_).
+  struct Block {
+    size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+    size_t arm;  // the arm's parameters, in LayerParams order
+    size_t ln1, ln1_mean, ln1_rstd, qkv, arm_act, atty, attproj, res2, ln2, ln2_mean, ln2_rstd,
+        fch, fch_gelu, fcproj, res3;
+  };
+  void Layout(size_t max_batch);
+
+  ModelConfig model_;
+  std::unique_ptr<AttentionArm> arm_;
+  std::vector<ParamTensor> tensors_;
+  std::vector<float> params_, grads_;
+  std::vector<float> acts_, dacts_;
+  std::vector<Block> blocks_;
+  size_t max_batch_ = 0, batch_ = 0;
+  std::vector<uint8_t> inputs_, targets_;
+  // Offsets of the non-block parameters and activations.
+  size_t wte_, wpe_, lnfw_, lnfb_;
+  size_t encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
+};
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_MODEL_MODEL_H_

@@ -1,0 +1,110 @@
+// The named sweeps (docs/harness.md §4 for kint-paper).
+#include "harness/sweep/sweep_plan.h"
+
+#include <stdexcept>
+
+namespace lpattn::harness {
+namespace {
+
+// The K-interval paper's table (docs/harness.md §4: 124M GPT-2, 2.5B tokens, gap to softmax in
+// nats), one arm per row, plus a lerp K=2 model trained to be evaluated with exact softmax.
+SweepPlan KIntervalPaperPlan() {
+  SweepPlan plan;
+  plan.name = "kint-paper";
+  plan.summary = "the K-interval paper's table (docs/harness.md §4) against exact, 3 seeds, small";
+  plan.preset = "small";
+  plan.seeds = {1, 2, 3};
+  const std::string lerp_k2 = "kint:K=2:cal=minmax:round=lerp:ste=exact";
+  plan.arms = {
+      {"exact", "reference"},
+      {"kint:K=4:cal=minmax:round=nearest:ste=weight", "+0.89 (large)"},
+      {"kint:K=4:cal=minmax:round=nearest:ste=prob", "+0.061"},
+      {"kint:K=4:cal=window:W=8:round=nearest:ste=weight", "+0.043"},
+      {"kint:K=4:cal=window:W=8:round=nearest:ste=prob", "+0.019"},
+      {"kint:K=16:cal=window:W=8:round=nearest:ste=weight", "+0.004"},
+      {"kint:K=4:cal=minmax:round=lerp:ste=exact", "<= +0.005"},
+      {"kint:K=16:cal=minmax:round=lerp:ste=exact", "<= +0.005"},
+      {"kint:K=32:cal=minmax:round=lerp:ste=exact", "<= +0.005"},
+      {"kint:K=32:cal=minmax:round=lerp:ste=exact:detach=1",
+       "loss turns up after ~25-30M tokens"},
+      {lerp_k2, "(trained for the swap below)"},
+  };
+  plan.swaps = {{lerp_k2, "exact", "collapses at small K"}};
+  return plan;
+}
+
+// Abstention, filtering and thresholding against exact attention (issue 5's comparison):
+// sinks, value gates, the output gate and thresholded differential attention, 3 seeds, small.
+SweepPlan GatingPlan() {
+  SweepPlan plan;
+  plan.name = "gating";
+  plan.summary = "sinks, value gates, the output gate and tda against exact, 3 seeds, small";
+  plan.preset = "small";
+  plan.seeds = {1, 2, 3};
+  for (const char* arm : {"exact", "offbyone", "sink", "normgate", "projgate", "sink+normgate",
+                          "sink+projgate", "outgate", "tda"}) {
+    plan.arms.push_back({arm, ""});
+  }
+  return plan;
+}
+
+// Exact attention at each operand precision of docs/math.md §4 against fp32 (issue 6's
+// comparison), 3 seeds, small; plus fp32-trained models evaluated with quantized operands
+// (post-training quantization) beside the arms trained with them.
+SweepPlan LowPrecisionPlan() {
+  SweepPlan plan;
+  plan.name = "lowp";
+  plan.summary = "exact attention at each operand precision against fp32, 3 seeds, small";
+  plan.preset = "small";
+  plan.seeds = {1, 2, 3};
+  plan.arms = {
+      {"exact", ""},
+      {"exact+qk=bf16:pv=bf16", ""},
+      {"exact+qk=fp16:pv=fp16", ""},
+      {"exact+qk=fp8e4m3:pv=fp8e4m3", ""},
+      {"exact+qk=fp8e5m2:pv=fp8e5m2", ""},
+      {"exact+qk=int8:pv=int8", ""},
+      {"exact+qk=int8:pv=fp8e4m3", ""},
+      {"exact+qk=int8:pv=int8:gran=tensor", ""},
+      {"exact+qk=int8:pv=int8:gran=channel:smooth_k=1", ""},
+      {"exact+qk=int8:pv=int8:p=int8", ""},
+  };
+  plan.swaps = {{"exact", "exact+qk=int8:pv=int8", "post-training quantization"},
+                {"exact", "exact+qk=fp8e4m3:pv=fp8e4m3", "post-training quantization"}};
+  return plan;
+}
+
+}  // namespace
+
+std::vector<std::string> SweepPlan::ArmNames() const {
+  std::vector<std::string> names;
+  for (const PlannedArm& a : arms) names.push_back(a.arm);
+  return names;
+}
+
+SweepExtras SweepPlan::Extras() const {
+  SweepExtras extras;
+  extras.plan = name;
+  for (const PlannedArm& a : arms) {
+    if (!a.paper.empty()) extras.paper[a.arm] = a.paper;
+  }
+  extras.swaps = swaps;
+  return extras;
+}
+
+const std::vector<SweepPlan>& SweepPlans() {
+  static const std::vector<SweepPlan> plans = {KIntervalPaperPlan(), GatingPlan(),
+                                                LowPrecisionPlan()};
+  return plans;
+}
+
+const SweepPlan& FindSweepPlan(const std::string& name) {
+  std::string known;
+  for (const SweepPlan& plan : SweepPlans()) {
+    if (plan.name == name) return plan;
+    known += (known.empty() ? "" : ", ") + plan.name;
+  }
+  throw std::invalid_argument("unknown sweep plan '" + name + "' (known plans: " + known + ")");
+}
+
+}  // namespace lpattn::harness

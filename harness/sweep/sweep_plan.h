@@ -1,0 +1,39 @@
+// Named sweeps: the arms, seeds and evaluation swaps of an experiment the spec describes, with
+// what its source paper reports beside each arm, so `lpattn sweep --plan NAME` runs it and
+// `lpattn report` prints our gaps next to the paper's.
+#ifndef LPATTN_HARNESS_SWEEP_SWEEP_PLAN_H_
+#define LPATTN_HARNESS_SWEEP_SWEEP_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "harness/sweep/sweep.h"
+
+namespace lpattn::harness {
+
+struct PlannedArm {
+  std::string arm;
+  std::string paper;  // what the source reports for it ("" when it reports nothing)
+};
+
+struct SweepPlan {
+  std::string name;
+  std::string summary;  // one line for --help
+  std::string preset;   // the model preset it runs on
+  std::vector<PlannedArm> arms;
+  std::vector<uint64_t> seeds;
+  std::vector<EvalSwap> swaps;
+
+  std::vector<std::string> ArmNames() const;
+  SweepExtras Extras() const;  // plan name, paper column and swaps for RunSweep
+};
+
+// The plans, in the order --help lists them.
+const std::vector<SweepPlan>& SweepPlans();
+// The plan called `name`; throws std::invalid_argument listing the known plans otherwise.
+const SweepPlan& FindSweepPlan(const std::string& name);
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_SWEEP_SWEEP_PLAN_H_

@@ -1,0 +1,417 @@
+// The report of a sweep (docs/harness.md §3): every arm's runs paired by seed with `exact`'s,
+// their means and sample standard deviations, the evaluation swaps and the attention
+// diagnostics, written as report.json and report.md. Running the sweep is sweep.cc.
+#include "harness/sweep/sweep.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/common/atomic_file.h"
+#include "harness/sweep/sweep_internal.h"
+
+namespace lpattn::harness {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace sweep_internal;
+namespace {
+
+std::optional<double> Mean(const std::vector<double>& values) {
+  if (values.empty()) return std::nullopt;
+  double sum = 0.0;
+  for (const double v : values) sum += v;
+  return sum / double(values.size());
+}
+
+std::optional<double> SampleStd(const std::vector<double>& values) {
+  if (values.size() < 2) return std::nullopt;
+  const double mean = *Mean(values);
+  double sum = 0.0;
+  for (const double v : values) sum += (v - mean) * (v - mean);
+  return std::sqrt(sum / double(values.size() - 1));
+}
+
+std::string Signed(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%+.4f", value);
+  return buffer;
+}
+
+std::string JoinSeeds(const std::vector<uint64_t>& seeds) {
+  std::string text;
+  for (const uint64_t s : seeds) text += (text.empty() ? "" : ", ") + std::to_string(s);
+  return text;
+}
+
+json Optional(const std::optional<double>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+// The lowest val_loss of a metrics.csv, or nothing when the file is missing or has no rows.
+std::optional<double> BestValLoss(const fs::path& metrics) {
+  std::ifstream in(metrics);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  std::vector<std::string> header;
+  std::istringstream names(line);
+  for (std::string name; std::getline(names, name, ',');) header.push_back(name);
+  const auto column = std::find(header.begin(), header.end(), "val_loss");
+  if (column == header.end()) return std::nullopt;
+  const long index = column - header.begin();
+  std::optional<double> best;
+  while (std::getline(in, line)) {
+    std::istringstream cells(line);
+    std::string cell;
+    for (long i = 0; i <= index && std::getline(cells, cell, ','); ++i) {}
+    char* end = nullptr;
+    const double value = std::strtod(cell.c_str(), &end);
+    if (end == cell.c_str() || !std::isfinite(value) || value < 0) continue;
+    if (!best || value < *best) best = value;
+  }
+  return best;
+}
+
+// Appends a run's attention diagnostics (zero_frac, first_mass, sink_rate, abstention) to
+// `values`, when its attention.json exists; a null abstention (no sink) is left out.
+void ReadDiagnostics(const fs::path& path, std::vector<double>* values) {
+  if (!fs::exists(path)) return;
+  const json attention = ReadJson(path);
+  const char* keys[4] = {"zero_frac", "first_mass", "sink_rate", "abstention"};
+  try {
+    for (size_t k = 0; k < 4; ++k) {
+      if (!attention.at(keys[k]).is_null()) values[k].push_back(attention.at(keys[k]).get<double>());
+    }
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path.string() + " is malformed: " + e.what());
+  }
+}
+
+json ReportJson(const SweepReport& report, const json& sweep) {
+  const std::vector<ArmReport>& reports = report.arms;
+  json arms = json::array();
+  bool has_reference = false;
+  for (const ArmReport& r : reports) {
+    has_reference = has_reference || r.has_reference;
+    json runs = json::array();
+    for (const SeedRun& run : r.runs) {
+      runs.push_back({{"seed", run.seed},
+                      {"dir", run.dir},
+                      {"done", run.done},
+                      {"final_val_loss", run.done ? json(run.final_val_loss) : json(nullptr)},
+                      {"tokens_per_s", run.done ? json(run.tokens_per_s) : json(nullptr)},
+                      {"best_val_loss", Optional(run.best_val_loss)}});
+    }
+    json gap = nullptr;
+    if (r.has_reference) {
+      json per_seed = json::array();
+      for (const SeedGap& g : r.gaps) per_seed.push_back({{"seed", g.seed}, {"gap", g.gap}});
+      gap = {{"mean", Optional(r.gap_mean)},
+             {"std", Optional(r.gap_std)},
+             {"per_seed", per_seed},
+             {"unpaired_seeds", r.unpaired_seeds}};
+    }
+    arms.push_back({{"arm", r.arm},
+                    {"dir", ArmDirName(r.arm)},
+                    {"finished", r.finished()},
+                    {"runs", runs},
+                    {"missing_seeds", r.missing_seeds},
+                    {"mean_val_loss", Optional(r.mean_val_loss)},
+                    {"tokens_per_s_mean", Optional(r.tokens_per_s_mean)},
+                    {"rise_mean", Optional(r.rise_mean)},
+                    {"attention", {{"zero_frac", Optional(r.zero_frac)},
+                                   {"first_mass", Optional(r.first_mass)},
+                                   {"sink_rate", Optional(r.sink_rate)},
+                                   {"abstention", Optional(r.abstention)}}},
+                    {"paper", r.paper.empty() ? json(nullptr) : json(r.paper)},
+                    {"gap_to_exact", gap}});
+  }
+  json swaps = json::array();
+  for (const SwapReport& s : report.swaps) {
+    json runs = json::array();
+    for (const SeedSwap& run : s.runs) {
+      runs.push_back({{"seed", run.seed},
+                      {"own_val_loss", run.own_val_loss},
+                      {"swapped_val_loss", run.swapped_val_loss}});
+    }
+    swaps.push_back({{"trained", s.swap.trained},
+                     {"with", s.swap.with},
+                     {"paper", s.swap.paper.empty() ? json(nullptr) : json(s.swap.paper)},
+                     {"runs", runs},
+                     {"missing_seeds", s.missing_seeds},
+                     {"swapped_mean", Optional(s.swapped_mean)},
+                     {"change_mean", Optional(s.change_mean)},
+                     {"change_std", Optional(s.change_std)},
+                     {"gap_mean", Optional(s.gap_mean)},
+                     {"gap_std", Optional(s.gap_std)}});
+  }
+  return {{"reference", has_reference ? json(kReferenceArm) : json(nullptr)},
+          {"plan", report.plan.empty() ? json(nullptr) : json(report.plan)},
+          {"seeds", sweep.at("seeds")},
+          {"config", sweep.at("config")},
+          {"arms", arms},
+          {"swaps", swaps}};
+}
+
+std::string ReportMarkdown(const SweepReport& report, const json& sweep) {
+  const json& config = sweep.at("config");
+  std::ostringstream md;
+  md << "# Sweep report" << (report.plan.empty() ? "" : ": plan `" + report.plan + "`") << "\n\n"
+     << "Preset `" << config.value("preset", std::string("?")) << "`, "
+     << config.value("steps", 0) << " steps, seeds "
+     << JoinSeeds(sweep.at("seeds").get<std::vector<uint64_t>>()) << ". "
+     << "Final validation loss in nats; gaps to `exact` are paired by seed "
+     << "(std: sample standard deviation over seeds). Rise: final minus best validation "
+     << "loss of a run (mean over seeds).\n\n"
+     << FormatReportTable(report);
+  return md.str();
+}
+
+
+const ArmReport* FindArm(const std::vector<ArmReport>& reports, const std::string& arm) {
+  const auto it = std::find_if(reports.begin(), reports.end(),
+                               [&](const ArmReport& r) { return r.arm == arm; });
+  return it == reports.end() ? nullptr : &*it;
+}
+
+// One swap's rows: each finished run of the trained arm with its swap file.
+SwapReport ReportSwap(const fs::path& dir, const EvalSwap& swap,
+                      const std::vector<ArmReport>& arms) {
+  SwapReport report{swap, {}, {}, {}, {}, {}, {}, {}};
+  const ArmReport* trained = FindArm(arms, swap.trained);
+  const ArmReport* exact = FindArm(arms, kReferenceArm);
+  std::vector<double> swapped, changes, gaps;
+  for (size_t i = 0; trained && i < trained->runs.size(); ++i) {
+    const SeedRun& run = trained->runs[i];
+    const fs::path file = dir / run.dir / SwapFileName(swap.with);
+    if (!run.done || !fs::exists(file)) {
+      report.missing_seeds.push_back(run.seed);
+      continue;
+    }
+    const json result = ReadJson(file);
+    double loss = 0.0;
+    try {
+      loss = result.at("val_loss").get<double>();
+    } catch (const json::exception& e) {
+      throw std::runtime_error(file.string() + " is malformed: " + e.what());
+    }
+    report.runs.push_back({run.seed, run.final_val_loss, loss});
+    swapped.push_back(loss);
+    changes.push_back(loss - run.final_val_loss);
+    if (exact && exact->runs[i].done) gaps.push_back(loss - exact->runs[i].final_val_loss);
+  }
+  report.swapped_mean = Mean(swapped);
+  report.change_mean = Mean(changes);
+  report.change_std = SampleStd(changes);
+  report.gap_mean = Mean(gaps);
+  report.gap_std = SampleStd(gaps);
+  return report;
+}
+
+}  // namespace
+
+int ArmReport::finished() const {
+  int count = 0;
+  for (const SeedRun& run : runs) count += run.done ? 1 : 0;
+  return count;
+}
+
+SweepReport ReportSweep(const std::string& out_dir) {
+  const fs::path dir(out_dir);
+  if (!fs::exists(dir / "sweep.json")) {
+    throw std::runtime_error(out_dir + " is not a sweep directory (it has no sweep.json)");
+  }
+  const json sweep = ReadJson(dir / "sweep.json");
+  std::vector<std::string> arms;
+  std::vector<uint64_t> seeds;
+  SweepExtras extras;
+  try {
+    arms = sweep.at("arms").get<std::vector<std::string>>();
+    seeds = sweep.at("seeds").get<std::vector<uint64_t>>();
+    sweep.at("config");
+    extras = ExtrasFromJson(sweep);
+  } catch (const json::exception& e) {
+    throw std::runtime_error((dir / "sweep.json").string() + " is malformed: " + e.what());
+  }
+
+  std::vector<ArmReport> reports;
+  for (const std::string& arm : arms) {
+    ArmReport report;
+    report.arm = arm;
+    if (const auto paper = extras.paper.find(arm); paper != extras.paper.end()) {
+      report.paper = paper->second;
+    }
+    std::vector<double> losses, rates, rises;
+    std::vector<double> diagnostics[4];  // zero_frac, first_mass, sink_rate, abstention
+    for (const uint64_t seed : seeds) {
+      SeedRun run;
+      run.seed = seed;
+      run.dir = RunDirName(arm, seed);
+      const fs::path summary_path = dir / run.dir / "summary.json";
+      if (fs::exists(summary_path)) {
+        const json summary = ReadJson(summary_path);
+        try {
+          if (summary.contains("arm") && summary.at("arm").get<std::string>() != arm) {
+            throw std::runtime_error(summary_path.string() + " is a run of arm '" +
+                                     summary.at("arm").get<std::string>() + "', not '" + arm +
+                                     "'");
+          }
+          run.final_val_loss = summary.at("final_val_loss").get<double>();
+          run.tokens_per_s = summary.at("tokens_per_s").get<double>();
+        } catch (const json::exception& e) {
+          throw std::runtime_error(summary_path.string() + " is malformed: " + e.what());
+        }
+        run.done = true;
+        run.best_val_loss = BestValLoss(dir / run.dir / "metrics.csv");
+        losses.push_back(run.final_val_loss);
+        rates.push_back(run.tokens_per_s);
+        if (run.best_val_loss) rises.push_back(run.final_val_loss - *run.best_val_loss);
+        ReadDiagnostics(dir / run.dir / "attention.json", diagnostics);
+      } else {
+        report.missing_seeds.push_back(seed);
+      }
+      report.runs.push_back(run);
+    }
+    report.mean_val_loss = Mean(losses);
+    report.tokens_per_s_mean = Mean(rates);
+    report.rise_mean = Mean(rises);
+    report.zero_frac = Mean(diagnostics[0]);
+    report.first_mass = Mean(diagnostics[1]);
+    report.sink_rate = Mean(diagnostics[2]);
+    report.abstention = Mean(diagnostics[3]);
+    reports.push_back(std::move(report));
+  }
+
+  const auto reference = std::find_if(reports.begin(), reports.end(),
+                                      [](const ArmReport& r) { return r.arm == kReferenceArm; });
+  if (reference != reports.end()) {
+    const std::vector<SeedRun> exact_runs = reference->runs;  // same seeds, same order
+    for (ArmReport& report : reports) {
+      report.has_reference = true;
+      std::vector<double> gaps;
+      for (size_t i = 0; i < report.runs.size(); ++i) {
+        const SeedRun& run = report.runs[i];
+        if (!run.done) continue;
+        if (!exact_runs[i].done) {
+          report.unpaired_seeds.push_back(run.seed);
+          continue;
+        }
+        report.gaps.push_back({run.seed, run.final_val_loss - exact_runs[i].final_val_loss});
+        gaps.push_back(report.gaps.back().gap);
+      }
+      report.gap_mean = Mean(gaps);
+      report.gap_std = SampleStd(gaps);
+    }
+  }
+
+  SweepReport report{extras.plan, std::move(reports), {}};
+  for (const EvalSwap& swap : extras.swaps) {
+    report.swaps.push_back(ReportSwap(dir, swap, report.arms));
+  }
+  WriteFileAtomically((dir / "report.json").string(), ReportJson(report, sweep).dump(2) + "\n");
+  WriteFileAtomically((dir / "report.md").string(), ReportMarkdown(report, sweep));
+  return report;
+}
+
+namespace {
+
+// "+0.0123 ± 0.0045 (n=3)", "+0.0123 (n=1)" or `none`.
+std::string MeanStd(const std::optional<double>& mean, const std::optional<double>& std_dev,
+                    size_t n, const char* none) {
+  if (!mean) return none;
+  if (!std_dev) return Signed(*mean) + " (n=1)";
+  return Signed(*mean) + " ± " + Fixed(*std_dev, 4) + " (n=" + std::to_string(n) + ")";
+}
+
+std::string GapCells(const ArmReport& r) {
+  if (!r.has_reference) return "n/a | n/a";
+  if (r.arm == kReferenceArm) return "reference | —";
+  std::string cells;
+  for (const SeedGap& g : r.gaps) {
+    cells += (cells.empty() ? "" : ", ") + std::to_string(g.seed) + ": " + Signed(g.gap);
+  }
+  for (const uint64_t seed : r.unpaired_seeds) {
+    cells += (cells.empty() ? "" : ", ") + std::to_string(seed) + ": no exact run";
+  }
+  return MeanStd(r.gap_mean, r.gap_std, r.gaps.size(), "no paired seeds") + " | " +
+         (cells.empty() ? "—" : cells);
+}
+
+std::string SwapTable(const std::vector<SwapReport>& swaps, bool with_paper) {
+  std::ostringstream table;
+  table << "\nEvaluation swaps: the final checkpoint of each run of the trained arm, evaluated "
+           "with another arm.\n\n"
+        << "| trained with | evaluated with | runs | val loss (mean) | change from own arm | "
+           "gap to exact |"
+        << (with_paper ? " paper |" : "") << "\n|---|---|---|---|---|---|"
+        << (with_paper ? "---|" : "") << "\n";
+  for (const SwapReport& s : swaps) {
+    const size_t total = s.runs.size() + s.missing_seeds.size();
+    table << "| `" << s.swap.trained << "` | `" << s.swap.with << "` | " << s.runs.size() << '/'
+          << total;
+    if (!s.missing_seeds.empty()) table << " (missing seed " << JoinSeeds(s.missing_seeds) << ')';
+    table << " | " << (s.swapped_mean ? Fixed(*s.swapped_mean, 4) : "—") << " | "
+          << MeanStd(s.change_mean, s.change_std, s.runs.size(), "—") << " | "
+          << MeanStd(s.gap_mean, s.gap_std, s.runs.size(), "—") << " |";
+    if (with_paper) table << ' ' << (s.swap.paper.empty() ? "—" : s.swap.paper) << " |";
+    table << '\n';
+  }
+  return table.str();
+}
+
+std::string DiagnosticsTable(const std::vector<ArmReport>& reports) {
+  std::ostringstream table;
+  table << "\nAttention on the validation windows (mean over seeds): the share of visible weights "
+           "that are exactly 0, the mean first-token mass, the share of heads whose first-token "
+           "mass exceeds 0.3 (sink rate), and the mass a sink takes.\n\n"
+        << "| arm | zero fraction | first-token mass | sink rate | abstention |\n"
+        << "|---|---|---|---|---|\n";
+  auto cell = [](const std::optional<double>& x) { return x ? Fixed(*x, 4) : std::string("—"); };
+  for (const ArmReport& r : reports) {
+    table << "| `" << r.arm << "` | " << cell(r.zero_frac) << " | " << cell(r.first_mass) << " | "
+          << cell(r.sink_rate) << " | " << cell(r.abstention) << " |\n";
+  }
+  return table.str();
+}
+
+}  // namespace
+
+std::string FormatReportTable(const SweepReport& report) {
+  const std::vector<ArmReport>& reports = report.arms;
+  bool has_reference = false, with_paper = false;
+  for (const ArmReport& r : reports) with_paper = with_paper || !r.paper.empty();
+  for (const SwapReport& s : report.swaps) with_paper = with_paper || !s.swap.paper.empty();
+  std::ostringstream table;
+  table << "| arm | runs | final val loss (mean) | gap to exact (mean ± std) |"
+        << (with_paper ? " paper |" : "") << " per-seed gaps | rise after best | tokens/s |\n"
+        << "|---|---|---|---|" << (with_paper ? "---|" : "") << "---|---|---|\n";
+  for (const ArmReport& r : reports) {
+    has_reference = has_reference || r.has_reference;
+    table << "| `" << r.arm << "` | " << r.finished() << '/' << r.runs.size();
+    if (!r.missing_seeds.empty()) table << " (missing seed " << JoinSeeds(r.missing_seeds) << ')';
+    table << " | " << (r.mean_val_loss ? Fixed(*r.mean_val_loss, 4) : "—") << " | ";
+    std::string gaps = GapCells(r);
+    if (with_paper) {  // the paper's column goes right after our mean gap
+      const size_t bar = gaps.find(" | ");
+      gaps.insert(bar, " | " + (r.paper.empty() ? std::string("—") : r.paper));
+    }
+    table << gaps << " | " << (r.rise_mean ? Fixed(*r.rise_mean, 4) : "—") << " | "
+          << (r.tokens_per_s_mean ? FormatRate(*r.tokens_per_s_mean) : "—") << " |\n";
+  }
+  if (!has_reference) {
+    table << "\nNo `exact` arm in this sweep: gaps to exact are not reported.\n";
+  }
+  if (!report.swaps.empty()) table << SwapTable(report.swaps, with_paper);
+  const bool diagnosed = std::any_of(reports.begin(), reports.end(),
+                                     [](const ArmReport& r) { return r.zero_frac.has_value(); });
+  if (diagnosed) table << DiagnosticsTable(reports);
+  return table.str();
+}
+
+}  // namespace lpattn::harness

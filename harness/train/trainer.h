@@ -1,0 +1,47 @@
+// Runs: training a model under one arm into a run directory, and evaluating a checkpoint
+// (optionally under another arm: the evaluation swap). docs/harness.md §1-§3.
+#ifndef LPATTN_HARNESS_TRAIN_TRAINER_H_
+#define LPATTN_HARNESS_TRAIN_TRAINER_H_
+
+#include <functional>
+#include <string>
+
+#include "harness/model/config.h"
+
+namespace lpattn::harness {
+
+struct Progress {
+  int step = 0, steps = 0;
+  double train_loss = 0.0;
+  double val_loss = -1.0;  // the latest evaluation, < 0 before the first
+  double tokens_per_s = 0.0;
+  double eta_s = 0.0;
+};
+using ProgressFn = std::function<void(const Progress&)>;
+
+struct RunSummary {
+  double final_val_loss = 0.0;
+  double final_train_loss = 0.0;
+  double tokens_per_s = 0.0;  // training tokens per second of training wall time
+  int steps = 0;
+  double seconds = 0.0;
+};
+
+// Trains `config` into out_dir: config.json, metrics.csv (step, tokens, train_loss, val_loss,
+// lr, tokens_per_s), summary.json, checkpoint.bin, and attention.json (the final model's
+// attention diagnostics on the validation windows: zero fraction, first-token mass, sink rate,
+// abstention; overall and per layer and head). With resume, continues from
+// out_dir/checkpoint.bin (whose config must match) and ends with the numbers an uninterrupted
+// run would have. Without resume, refuses an out_dir that already holds a run. Throws
+// std::invalid_argument / std::runtime_error with a clear message before writing anything.
+RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool resume,
+                    const ProgressFn& progress);
+
+// Validation loss of a checkpoint on its config's data (or `data` if not empty), with the
+// attention arm it was trained with or, if `arm` is not empty, with that arm.
+double EvaluateCheckpoint(const std::string& checkpoint_path, const std::string& arm,
+                          const std::string& data);
+
+}  // namespace lpattn::harness
+
+#endif  // LPATTN_HARNESS_TRAIN_TRAINER_H_

@@ -1,0 +1,120 @@
+// Exact attention (docs/math.md §1, §1.1): per-target instantiations of the tiled skeleton with the
+// softmax row transform, and the public entry points that validate, pick a TBB arena and
+// dispatch once per call.
+#include <cmath>
+#include <stdexcept>
+
+#include "kernels/attention.h"
+#include "kernels/entry/validate.h"
+#include "kernels/native/prepared_kv_impl.h"
+#include "kernels/native/quantized_operands.h"
+#include "kernels/skeleton/attention_problem.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/entry/exact_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/skeleton/tiled_attention-inl.h"
+#include "kernels/transforms/softmax_transform-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+
+void ExactForwardTiled(const AttentionProblem& problem, const ForwardArgs& args) {
+  if (problem.p_format != quant::Format::kFp32) {  // P quantization: weights against final max
+    TiledForward(problem, args, FinalMaxSoftmaxTransform{{args.lse, nullptr}});
+  } else {
+    TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr});
+  }
+}
+
+void ExactBackwardTiled(const AttentionProblem& problem, const BackwardArgs& args) {
+  TiledBackward(problem, args, SoftmaxTransform{nullptr, args.lse});
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lpattn {
+
+HWY_EXPORT(ExactForwardTiled);
+HWY_EXPORT(ExactBackwardTiled);
+
+AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions& options) {
+  AttentionProblem p;
+  p.batch = size_t(shape.batch);
+  p.heads = size_t(shape.heads);
+  p.kv_heads = size_t(shape.kv_heads);
+  p.q_len = size_t(shape.q_len);
+  p.kv_len = size_t(shape.kv_len);
+  p.dim = size_t(shape.head_dim);
+  p.causal = options.causal;
+  p.scale = ResolvedScale(shape, options);
+  p.has_sink = options.sink != SinkMode::kNone;
+  p.sink_logits = options.sink == SinkMode::kLearned ? options.sink_logits : nullptr;
+  p.p_format = options.precision.p;
+  p.p_scale = options.precision.PScale();
+  return p;
+}
+
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
+                  const ForwardArgs& args) {
+  ValidateForward(shape, options, args);
+  const AttentionProblem problem = MakeProblem(shape, options);
+  RunWithThreads(options.threads, [&] {
+    QuantizedOperands operands(shape, options.precision);
+    AttentionProblem coded = problem;
+    const ForwardArgs in = operands.SubstituteForward(args, coded);
+    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(coded, in);
+  });
+}
+
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor q,
+                  const PreparedKv& kv, Tensor o, float* lse) {
+  const PreparedKv::Impl& prepared = kv.impl();
+  const AttentionShape& s = prepared.shape;
+  if (s.batch != shape.batch || s.kv_heads != shape.kv_heads || s.kv_len != shape.kv_len ||
+      s.head_dim != shape.head_dim) {
+    throw std::invalid_argument("lpattn attention: the prepared K and V have another shape");
+  }
+  if (FormatPrecision(prepared.precision) != FormatPrecision(options.precision)) {
+    throw std::invalid_argument("lpattn attention: K and V were prepared with precision '" +
+                                FormatPrecision(prepared.precision) + "', the call asks for '" +
+                                FormatPrecision(options.precision) + "'");
+  }
+  ValidateShapeAndOptions(shape, options);
+  ValidateQueryShaped(q, shape, "q");
+  ValidateQueryShaped(o, shape, "o");
+  if (lse == nullptr) throw std::invalid_argument("lpattn attention: lse is null");
+  // K and V as prepared: fp32 views where simulated, codes in the problem otherwise.
+  const ForwardArgs args{q, prepared.views.k, prepared.views.v, o, lse};
+  AttentionProblem problem = MakeProblem(shape, options);
+  problem.k_codes = prepared.coded.k_codes;
+  problem.v_codes = prepared.coded.v_codes;
+  problem.int_qk = prepared.coded.int_qk;
+  problem.int_pv = prepared.coded.int_pv;
+  RunWithThreads(options.threads, [&] {
+    QuantizedOperands queries(shape, options.precision);
+    ForwardArgs in = args;
+    in.q = queries.PrepareQueries(q, problem);
+    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, in);
+  });
+}
+
+void ExactBackward(const AttentionShape& shape, const AttentionOptions& options,
+                   const BackwardArgs& args) {
+  ValidateBackward(shape, options, args);
+  const AttentionProblem problem = MakeProblem(shape, options);
+  RunWithThreads(options.threads, [&] {
+    QuantizedOperands operands(shape, options.precision);
+    HWY_DYNAMIC_DISPATCH(ExactBackwardTiled)(problem, operands.Substitute(args));
+  });
+}
+
+}  // namespace lpattn
+#endif  // HWY_ONCE

@@ -1,0 +1,122 @@
+// K-interval attention (docs/math.md §2): per-target instantiations of the tiled skeleton with the
+// K-interval row transform, and the public entry points that validate and dispatch once.
+#include <stdexcept>
+#include <string>
+
+#include "kernels/entry/validate.h"
+#include "kernels/kinterval.h"
+#include "kernels/native/quantized_operands.h"
+#include "kernels/skeleton/attention_problem.h"
+
+#ifndef LPATTN_KERNELS_KINTERVAL_ATTENTION_ONCE_
+#define LPATTN_KERNELS_KINTERVAL_ATTENTION_ONCE_
+namespace lpattn {
+// The skeleton's view of a K-interval backward call: the saved row max stands where softmax
+// keeps lse (the transform reads all of its statistics from `saved`), no sink.
+inline BackwardArgs ToBackwardArgs(const KIntervalBackwardArgs& a) {
+  BackwardArgs args;
+  args.q = a.q;
+  args.k = a.k;
+  args.v = a.v;
+  args.o = a.o;
+  args.d_o = a.d_o;
+  args.lse = a.saved.m;
+  args.dq = a.dq;
+  args.dk = a.dk;
+  args.dv = a.dv;
+  return args;
+}
+}  // namespace lpattn
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/entry/kinterval_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/skeleton/tiled_attention-inl.h"
+#include "kernels/transforms/kinterval_transform-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+
+void KIntervalForwardTiled(const AttentionProblem& problem, const KIntervalOptions& kint,
+                           const KIntervalForwardArgs& args) {
+  TiledForward(problem, ForwardArgs{args.q, args.k, args.v, args.o, args.saved.m},
+               KIntervalTransform{kint, args.saved});
+}
+
+void KIntervalBackwardTiled(const AttentionProblem& problem, const KIntervalOptions& kint,
+                            const KIntervalBackwardArgs& args) {
+  TiledBackward(problem, ToBackwardArgs(args), KIntervalTransform{kint, args.saved});
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lpattn {
+
+HWY_EXPORT(KIntervalForwardTiled);
+HWY_EXPORT(KIntervalBackwardTiled);
+
+namespace {
+
+void CheckKIntervalCall(const AttentionShape& shape, const AttentionOptions& options,
+                        const KIntervalOptions& kint) {
+  ValidateKInterval(kint);
+  if (options.sink != SinkMode::kNone) {
+    throw std::invalid_argument("lpattn K-interval attention: sinks are not defined for it (§2)");
+  }
+  if (shape.kv_len >= (int64_t(1) << 24)) {
+    throw std::invalid_argument("lpattn K-interval attention: kv_len must be below 2^24, got " +
+                                std::to_string(shape.kv_len));
+  }
+}
+
+void CheckSaved(const KIntervalSaved& saved) {
+  const std::pair<const void*, const char*> fields[] = {
+      {saved.m, "saved.m"},         {saved.R, "saved.R"},           {saved.Z, "saved.Z"},
+      {saved.lse_exact, "saved.lse_exact"}, {saved.argmax, "saved.argmax"},
+      {saved.argmin, "saved.argmin"}};
+  for (const auto& [pointer, name] : fields) {
+    if (pointer == nullptr) {
+      throw std::invalid_argument(std::string("lpattn K-interval attention: ") + name +
+                                  " is null");
+    }
+  }
+}
+
+}  // namespace
+
+void KIntervalForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const KIntervalOptions& kint, const KIntervalForwardArgs& args) {
+  CheckKIntervalCall(shape, options, kint);
+  CheckSaved(args.saved);
+  ValidateForward(shape, options, ForwardArgs{args.q, args.k, args.v, args.o, args.saved.m});
+  const AttentionProblem problem = MakeProblem(shape, options);
+  RunWithThreads(options.threads, [&] {
+    QuantizedOperands operands(shape, options.precision);
+    AttentionProblem coded = problem;
+    const KIntervalForwardArgs in = operands.SubstituteForward(args, coded);
+    HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(coded, kint, in);
+  });
+}
+
+void KIntervalBackward(const AttentionShape& shape, const AttentionOptions& options,
+                       const KIntervalOptions& kint, const KIntervalBackwardArgs& args) {
+  CheckKIntervalCall(shape, options, kint);
+  CheckSaved(args.saved);
+  ValidateBackward(shape, options, ToBackwardArgs(args));
+  const AttentionProblem problem = MakeProblem(shape, options);
+  RunWithThreads(options.threads, [&] {
+    QuantizedOperands operands(shape, options.precision);
+    HWY_DYNAMIC_DISPATCH(KIntervalBackwardTiled)(problem, kint, operands.Substitute(args));
+  });
+}
+
+}  // namespace lpattn
+#endif  // HWY_ONCE

@@ -1,0 +1,361 @@
+// Thresholded (differential) attention (docs/math.md §3): per-target instantiations of the tiled
+// skeleton with the thresholded row transform, and the public entry points that validate,
+// normalise Q and K, and dispatch once.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/entry/validate.h"
+#include "kernels/native/quantized_operands.h"
+#include "kernels/skeleton/attention_problem.h"
+#include "kernels/threshold.h"
+#include "tbb/blocked_range.h"
+#include "tbb/parallel_for.h"
+
+#ifndef LPATTN_KERNELS_THRESHOLD_ATTENTION_ONCE_
+#define LPATTN_KERNELS_THRESHOLD_ATTENTION_ONCE_
+namespace lpattn {
+// What every target's forward needs besides the tensors: the options, each query row's tau,
+// each head's clamped lambda (two views), and where survivors go.
+struct ThresholdCall {
+  ThresholdOptions options;
+  std::vector<float> tau;     // [q_len]
+  std::vector<float> lambda;  // [heads]; empty with one view
+  // The backward's c per view and head: 1 for view 1, -lambda for view 2.
+  std::vector<float> coefficient[2];
+};
+}  // namespace lpattn
+#endif
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/entry/threshold_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/skeleton/tiled_attention-inl.h"
+#include "kernels/transforms/threshold_transform-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+
+ThresholdTransform MakeTransform(const AttentionProblem& problem, const ThresholdCall& call) {
+  ThresholdTransform transform;
+  transform.power = call.options.power;
+  transform.tau = call.tau.data();
+  transform.lambda = call.lambda.empty() ? nullptr : call.lambda.data();
+  transform.q_len = problem.q_len;
+  transform.heads = problem.heads;
+  transform.rows = problem.batch * problem.heads * problem.q_len;
+  return transform;
+}
+
+void ThresholdForwardTiled(const AttentionProblem& problem, const ThresholdCall& call,
+                           const ThresholdForwardArgs& args) {
+  ThresholdTransform transform = MakeTransform(problem, call);
+  transform.survivors = args.survivors;
+  const SecondView second =
+      call.options.views == 2 ? SecondView{args.q[1], args.k[1]} : SecondView{};
+  TiledForward(problem, ForwardArgs{args.q[0], args.k[0], args.v, args.o, nullptr}, transform,
+               second);
+}
+
+// One view's backward (its Q, K and dQ, dK in args; dV of this view alone), with its row sums.
+void ThresholdBackwardTiled(const AttentionProblem& problem, const ThresholdCall& call, int view,
+                            const BackwardArgs& args, float* row_ds, float* row_a_dp) {
+  ThresholdTransform transform = MakeTransform(problem, call);
+  transform.coefficient = call.coefficient[view].data();
+  transform.row_ds = row_ds;
+  transform.row_a_dp = row_a_dp;
+  TiledBackward(problem, args, transform);
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace lpattn {
+
+HWY_EXPORT(ThresholdForwardTiled);
+HWY_EXPORT(ThresholdBackwardTiled);
+
+namespace {
+
+[[noreturn]] void Fail(const std::string& what) {
+  throw std::invalid_argument("lpattn thresholded attention: " + what);
+}
+
+void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& options,
+                        const ThresholdOptions& threshold, const float* lambda_param) {
+  ValidateThreshold(threshold);
+  ValidateShapeAndOptions(shape, options);
+  if (options.sink != SinkMode::kNone) Fail("sinks are not defined for it (§3)");
+  if (shape.kv_len >= (int64_t(1) << 24)) {
+    Fail("kv_len must be below 2^24, got " + std::to_string(shape.kv_len));
+  }
+  if (threshold.views == 2) {
+    if (lambda_param == nullptr) Fail("lambda_param is null (required with views = 2)");
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      if (!std::isfinite(lambda_param[h])) {
+        Fail("lambda_param[" + std::to_string(h) + "] is not finite");
+      }
+    }
+  }
+}
+
+// The calling thread's scratch buffer `slot` of at least n floats, kept between calls so that
+// repeated calls of one shape neither allocate nor fault pages in. Not initialised: every user
+// writes all of it.
+enum ScratchSlot { kKeys0, kKeys1, kQueryHat, kKeyHat, kQueryGrad, kKeyGrad, kSecondDv, kSlots };
+float* Scratch(ScratchSlot slot, size_t n) {
+  thread_local std::vector<float> buffers[kSlots];
+  std::vector<float>& buffer = buffers[slot];
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+// Dense [batch, heads, tokens, head_dim] rows x / max(||x||, 1e-12) of a strided view (§3),
+// in a scratch slot.
+struct NormalisedRows {
+  const float* data = nullptr;
+  ConstTensor view;
+};
+NormalisedRows Normalise(const ConstTensor& x, int64_t batch, int64_t heads, int64_t tokens,
+                         int64_t dim, ScratchSlot slot) {
+  NormalisedRows out;
+  float* data = Scratch(slot, size_t(batch * heads * tokens * dim));
+  out.data = data;
+  out.view = {data, ContiguousBHTD(heads, tokens, dim)};
+  const size_t rows = size_t(batch * heads * tokens);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, rows, 256), [&](const auto& range) {
+    for (size_t r = range.begin(); r != range.end(); ++r) {
+      const int64_t b = int64_t(r) / (heads * tokens), h = int64_t(r) / tokens % heads,
+                    t = int64_t(r) % tokens;
+      const float* row = x.data + b * x.strides.batch + h * x.strides.head + t * x.strides.token;
+      double sum = 0.0;
+      for (int64_t c = 0; c < dim; ++c) sum += double(row[c]) * row[c];
+      const double inverse = 1.0 / std::max(std::sqrt(sum), 1e-12);
+      float* dst = data + r * size_t(dim);
+      for (int64_t c = 0; c < dim; ++c) dst[c] = float(row[c] * inverse);
+    }
+  });
+  return out;
+}
+
+// The L2 normalisation's backward (§3): out = (g - x^ (x^ . g)) / max(||x||, 1e-12) per row, g
+// the dense gradient with respect to x^ and x the strided original.
+void NormaliseBackward(const ConstTensor& x, const NormalisedRows& hat, const float* g,
+                       const Tensor& out, int64_t batch, int64_t heads, int64_t tokens,
+                       int64_t dim) {
+  const size_t rows = size_t(batch * heads * tokens);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, rows, 256), [&](const auto& range) {
+    for (size_t r = range.begin(); r != range.end(); ++r) {
+      const int64_t b = int64_t(r) / (heads * tokens), h = int64_t(r) / tokens % heads,
+                    t = int64_t(r) % tokens;
+      const float* row = x.data + b * x.strides.batch + h * x.strides.head + t * x.strides.token;
+      const float* h_row = hat.data + r * size_t(dim);
+      const float* g_row = g + r * size_t(dim);
+      double sum = 0.0, along = 0.0;
+      for (int64_t c = 0; c < dim; ++c) {
+        sum += double(row[c]) * row[c];
+        along += double(h_row[c]) * g_row[c];
+      }
+      const double inverse = 1.0 / std::max(std::sqrt(sum), 1e-12);
+      float* dst = out.data + b * out.strides.batch + h * out.strides.head + t * out.strides.token;
+      for (int64_t c = 0; c < dim; ++c) dst[c] = float((g_row[c] - h_row[c] * along) * inverse);
+    }
+  });
+}
+
+ThresholdCall MakeCall(const AttentionShape& shape, const AttentionProblem& problem,
+                       const ThresholdOptions& threshold, const float* lambda_param) {
+  ThresholdCall call;
+  call.options = threshold;
+  call.tau.resize(size_t(shape.q_len));
+  for (int64_t i = 0; i < shape.q_len; ++i) {
+    call.tau[size_t(i)] = float(
+        ThresholdTau(threshold, int64_t(problem.VisibleEnd(size_t(i))), shape.head_dim));
+  }
+  call.coefficient[0].assign(size_t(shape.heads), 1.0f);
+  if (threshold.views == 2) {
+    for (int64_t h = 0; h < shape.heads; ++h) {
+      call.lambda.push_back(float(ClampLambda(lambda_param[h])));
+      call.coefficient[1].push_back(-call.lambda.back());
+    }
+  }
+  return call;
+}
+
+}  // namespace
+
+// The call's arguments with each view's Q and K, and V, replaced by the operands the precision
+// option multiplies (quantized_operands.h).
+template <class Args>
+Args Simulated(QuantizedOperands& operands, Args args, int views) {
+  for (int t = 0; t < views; ++t) {
+    args.q[t] = operands.Query(args.q[t]);
+    args.k[t] = operands.Key(args.k[t]);
+  }
+  args.v = operands.Value(args.v);
+  return args;
+}
+
+void ThresholdForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const ThresholdOptions& threshold, const ThresholdForwardArgs& args) {
+  CheckThresholdCall(shape, options, threshold, args.lambda_param);
+  for (int t = 0; t < threshold.views; ++t) {
+    ValidateQueryShaped(args.q[t], shape, t == 0 ? "q[0]" : "q[1]");
+    ValidateKeyShaped(args.k[t], shape, t == 0 ? "k[0]" : "k[1]");
+  }
+  ValidateKeyShaped(args.v, shape, "v");
+  ValidateQueryShaped(args.o, shape, "o");
+
+  AttentionProblem problem = MakeProblem(shape, options);
+  problem.scale = float(ThresholdScale(options));
+  const ThresholdCall call = MakeCall(shape, problem, threshold, args.lambda_param);
+  // Queries are normalised as the skeleton packs them; keys, which it reads in place, first.
+  problem.unit_queries = threshold.l2_normalize;
+  RunWithThreads(options.threads, [&] {
+    QuantizedOperands operands(shape, options.precision);
+    const ThresholdForwardArgs in = Simulated(operands, args, threshold.views);
+    if (!threshold.l2_normalize) {
+      HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, in);
+      return;
+    }
+    ThresholdForwardArgs normalised = in;
+    for (int t = 0; t < threshold.views; ++t) {
+      normalised.k[t] = Normalise(in.k[t], shape.batch, shape.kv_heads, shape.kv_len,
+                                  shape.head_dim, t == 0 ? kKeys0 : kKeys1)
+                            .view;
+    }
+    HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, normalised);
+  });
+}
+
+namespace {
+
+void CheckBackwardTensors(const AttentionShape& shape, const ThresholdOptions& threshold,
+                          const ThresholdBackwardArgs& args) {
+  static const char* const kNames[2][4] = {{"q[0]", "k[0]", "dq[0]", "dk[0]"},
+                                           {"q[1]", "k[1]", "dq[1]", "dk[1]"}};
+  for (int t = 0; t < threshold.views; ++t) {
+    ValidateQueryShaped(args.q[t], shape, kNames[t][0]);
+    ValidateKeyShaped(args.k[t], shape, kNames[t][1]);
+    ValidateQueryShaped(args.dq[t], shape, kNames[t][2]);
+    ValidateKeyShaped(args.dk[t], shape, kNames[t][3]);
+  }
+  ValidateKeyShaped(args.v, shape, "v");
+  ValidateQueryShaped(args.d_o, shape, "d_o");
+  ValidateKeyShaped(args.dv, shape, "dv");
+  if (threshold.views == 2 && args.d_lambda == nullptr) {
+    Fail("d_lambda is null (required with views = 2)");
+  }
+}
+
+// out += dense ([batch, kv_heads, kv_len, head_dim]), over a K-shaped strided tensor.
+void AddInto(const float* dense, const Tensor& out, const AttentionShape& shape) {
+  const size_t dim = size_t(shape.head_dim);
+  const size_t rows = size_t(shape.batch * shape.kv_heads * shape.kv_len);
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, rows, 256), [&](const auto& range) {
+    for (size_t r = range.begin(); r != range.end(); ++r) {
+      const int64_t b = int64_t(r) / (shape.kv_heads * shape.kv_len);
+      const int64_t h = int64_t(r) / shape.kv_len % shape.kv_heads, j = int64_t(r) % shape.kv_len;
+      float* dst = out.data + b * out.strides.batch + h * out.strides.head + j * out.strides.token;
+      for (size_t c = 0; c < dim; ++c) dst[c] += dense[r * dim + c];
+    }
+  });
+}
+
+// d lambda_param_h = -[0 <= lambda_param_h <= 1] * (sum over the head's rows of sum_j a2 dP).
+void LambdaGradients(const AttentionShape& shape, const float* lambda_param,
+                     const std::vector<float>& row_a_dp, float* d_lambda) {
+  for (int64_t h = 0; h < shape.heads; ++h) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < shape.batch; ++b) {
+      const size_t first = size_t((b * shape.heads + h) * shape.q_len);
+      for (size_t i = 0; i < size_t(shape.q_len); ++i) sum += row_a_dp[first + i];
+    }
+    d_lambda[h] = float(-LambdaSlope(lambda_param[h]) * sum);
+  }
+}
+
+// d beta = -sum over views and rows of (tau_i / beta) sum_j dS_ij.
+float BetaGradient(const AttentionShape& shape, const AttentionProblem& problem,
+                   const ThresholdOptions& threshold, const std::vector<float>& row_ds) {
+  double sum = 0.0;
+  for (size_t r = 0; r < row_ds.size(); ++r) {
+    const size_t i = r % size_t(shape.q_len);
+    sum += ThresholdTauPerBeta(threshold, int64_t(problem.VisibleEnd(i)), shape.head_dim) *
+           row_ds[r];
+  }
+  return float(-sum);
+}
+
+}  // namespace
+
+void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& options,
+                       const ThresholdOptions& threshold, const ThresholdBackwardArgs& args) {
+  CheckThresholdCall(shape, options, threshold, args.lambda_param);
+  CheckBackwardTensors(shape, threshold, args);
+  AttentionProblem problem = MakeProblem(shape, options);
+  problem.scale = float(ThresholdScale(options));
+  const ThresholdCall call = MakeCall(shape, problem, threshold, args.lambda_param);
+  const size_t rows = size_t(shape.batch * shape.heads * shape.q_len);
+  const size_t kv_size = size_t(shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim);
+  const Strides q_dense = ContiguousBHTD(shape.heads, shape.q_len, shape.head_dim);
+  const Strides kv_dense = ContiguousBHTD(shape.kv_heads, shape.kv_len, shape.head_dim);
+  RunWithThreads(options.threads, [&] {
+    QuantizedOperands operands(shape, options.precision);
+    const ThresholdBackwardArgs in = Simulated(operands, args, threshold.views);
+    std::vector<float> row_ds(args.d_beta != nullptr ? size_t(threshold.views) * rows : 0);
+    std::vector<float> row_a_dp(threshold.views == 2 ? rows : 0);
+    float* second_dv = threshold.views == 2 ? Scratch(kSecondDv, kv_size) : nullptr;
+    for (int t = 0; t < threshold.views; ++t) {
+      // View t on the skeleton: its (normalised) Q and K; dV of view 2 apart, added below.
+      BackwardArgs a;
+      a.q = in.q[t];
+      a.k = in.k[t];
+      a.v = in.v;
+      a.o = args.d_o;  // the transform needs no Delta = dO . o
+      a.d_o = args.d_o;
+      a.dq = args.dq[t];
+      a.dk = args.dk[t];
+      a.dv = t == 0 ? args.dv : Tensor{second_dv, kv_dense};
+      NormalisedRows q_hat, k_hat;
+      float *dq_hat = nullptr, *dk_hat = nullptr;
+      if (threshold.l2_normalize) {  // the views reuse the scratch one after the other
+        q_hat = Normalise(in.q[t], shape.batch, shape.heads, shape.q_len, shape.head_dim,
+                          kQueryHat);
+        k_hat = Normalise(in.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim,
+                          kKeyHat);
+        dq_hat = Scratch(kQueryGrad, rows * size_t(shape.head_dim));
+        dk_hat = Scratch(kKeyGrad, kv_size);
+        a.q = q_hat.view;
+        a.k = k_hat.view;
+        a.dq = {dq_hat, q_dense};
+        a.dk = {dk_hat, kv_dense};
+      }
+      HWY_DYNAMIC_DISPATCH(ThresholdBackwardTiled)(
+          problem, call, t, a, row_ds.empty() ? nullptr : row_ds.data() + size_t(t) * rows,
+          t == 1 ? row_a_dp.data() : nullptr);
+      if (threshold.l2_normalize) {
+        NormaliseBackward(in.q[t], q_hat, dq_hat, args.dq[t], shape.batch, shape.heads,
+                          shape.q_len, shape.head_dim);
+        NormaliseBackward(in.k[t], k_hat, dk_hat, args.dk[t], shape.batch, shape.kv_heads,
+                          shape.kv_len, shape.head_dim);
+      }
+    }
+    if (threshold.views == 2) {
+      AddInto(second_dv, args.dv, shape);
+      LambdaGradients(shape, args.lambda_param, row_a_dp, args.d_lambda);
+    }
+    if (args.d_beta != nullptr) *args.d_beta = BetaGradient(shape, problem, threshold, row_ds);
+  });
+}
+
+}  // namespace lpattn
+#endif  // HWY_ONCE

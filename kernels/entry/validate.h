@@ -1,0 +1,23 @@
+// Argument checks shared by every kernel entry point: they run before any work and throw
+// std::invalid_argument with a message that names the offending argument.
+#ifndef LPATTN_KERNELS_ENTRY_VALIDATE_H_
+#define LPATTN_KERNELS_ENTRY_VALIDATE_H_
+
+#include "kernels/attention.h"
+
+namespace lpattn {
+
+void ValidateForward(const AttentionShape& shape, const AttentionOptions& options,
+                     const ForwardArgs& args);
+void ValidateBackward(const AttentionShape& shape, const AttentionOptions& options,
+                      const BackwardArgs& args);
+
+// The pieces, for entry points with other arguments: the shape and options, and one Q-shaped
+// (q, o, d_o, dq) or K-shaped (k, v, dk, dv) tensor named `name` (data not null, strides valid).
+void ValidateShapeAndOptions(const AttentionShape& shape, const AttentionOptions& options);
+void ValidateQueryShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name);
+void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name);
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_ENTRY_VALIDATE_H_

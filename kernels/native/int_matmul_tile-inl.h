@@ -1,0 +1,186 @@
+// The integer products of the native int8 path (docs/math.md §4: int8 Q K^T, and P V with int8 P and
+// V, with widened multiply-accumulate), e.g. S^T = diag(row_scale) (K Q^T) diag(col_scale), where K and Q hold int8
+// codes widened to int16, the 16-bit products of each pair of channels are summed into int32
+// (x86's pmaddwd: twice the multiply-accumulates of an fp32 FMA per instruction), and the exact
+// integer sums are scaled once at the end.
+//
+// Layouts: a key row is `pairs` int32 words, each the int16 codes (k[2p], k[2p + 1]); the query
+// panel holds, for pair p, `width` queries' interleaved int16 pairs (q_i[2p], q_i[2p + 1]).
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_NATIVE_INT_MATMUL_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_NATIVE_INT_MATMUL_TILE_INL_H_
+#undef LPATTN_KERNELS_NATIVE_INT_MATMUL_TILE_INL_H_
+#else
+#define LPATTN_KERNELS_NATIVE_INT_MATMUL_TILE_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "hwy/highway.h"
+#if HWY_TARGET == HWY_AVX3
+#include <immintrin.h>
+#endif
+#include "kernels/skeleton/matmul_tile-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct PairRows {            // the left operand: rows of pairs, element (r, k) at
+  const int32_t* data;       // data[r * row_stride + k * inner_stride]
+  size_t row_stride;
+  size_t inner_stride;
+  const float* row_scale;    // per row
+};
+struct PairPanel {           // the right operand: [pairs][width] interleaved int16 pairs
+  const int16_t* data;
+  size_t width;
+  const float* col_scale;    // per column
+};
+
+// C[r0 + r][c0 : c0 + kVecs * N] (+)= row_scale * col_scale * sum over pairs, for kRows rows.
+template <size_t kRows, size_t kVecs, bool kAccumulate>
+HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, size_t c0,
+                             const OutView& c, size_t pairs) {
+  const hn::ScalableTag<int32_t> d32;
+  const hn::Repartition<int16_t, decltype(d32)> d16;
+  const hn::Rebind<float, decltype(d32)> df;
+  using V32 = hn::Vec<decltype(d32)>;
+  const size_t N = hn::Lanes(d32);
+  V32 acc[kRows][kVecs], odd[kRows][kVecs];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = odd[r][v] = hn::Zero(d32);
+  }
+  const int32_t* a_ptr = a.data + r0 * a.row_stride;
+  const int16_t* b_ptr = b.data + 2 * c0;
+  for (size_t k = 0; k < pairs; ++k) {
+    hn::Vec<decltype(d16)> bv[kVecs];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d16, b_ptr + 2 * v * N);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < kRows; ++r) {
+      const auto av = hn::BitCast(d16, hn::Set(d32, a_ptr[r * a.row_stride]));
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v) {
+        acc[r][v] = hn::ReorderWidenMulAccumulate(d32, av, bv[v], acc[r][v], odd[r][v]);
+      }
+    }
+    a_ptr += a.inner_stride;
+    b_ptr += 2 * b.width;
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+    const auto row_scale = hn::Set(df, a.row_scale[r0 + r]);
+    float* c_row = c.data + (r0 + r) * c.row_stride + c0;
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) {
+      const auto sums = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(acc[r][v], odd[r][v]));
+      const auto scales = hn::Mul(row_scale, hn::LoadU(df, b.col_scale + c0 + v * N));
+      const auto prior = kAccumulate ? hn::LoadU(df, c_row + v * N) : hn::Zero(df);
+      hn::StoreU(hn::MulAdd(sums, scales, prior), df, c_row + v * N);
+    }
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3
+// The same tile with AVX-512 VNNI's vpdpwssd, which fuses pmaddwd and the add: twice the
+// multiply-accumulates of an fp32 FMA per instruction. Highway 1.0.3 does not expose it (its
+// AVX3_DL target is opt-in and its ReorderWidenMulAccumulate uses pmaddwd), so AVX3 code
+// checks the CPU once and takes this tile where it can.
+// (GCC 12's own _mm512_cvtepi32_ps trips -Wuninitialized on its _mm512_undefined_ps.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+template <size_t kRows, size_t kVecs, bool kAccumulate>
+__attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
+    const PairRows& a, size_t r0, const PairPanel& b, size_t c0, const OutView& c,
+    size_t pairs) {
+  constexpr size_t N = 16;  // int32 lanes of a 512-bit vector
+  __m512i acc[kRows][kVecs];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_si512();
+  }
+  const int32_t* a_ptr = a.data + r0 * a.row_stride;
+  const int16_t* b_ptr = b.data + 2 * c0;
+  for (size_t k = 0; k < pairs; ++k) {
+    __m512i bv[kVecs];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) bv[v] = _mm512_loadu_si512(b_ptr + 2 * v * N);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < kRows; ++r) {
+      const __m512i av = _mm512_set1_epi32(a_ptr[r * a.row_stride]);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpwssd_epi32(acc[r][v], av, bv[v]);
+    }
+    a_ptr += a.inner_stride;
+    b_ptr += 2 * b.width;
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+    const __m512 row_scale = _mm512_set1_ps(a.row_scale[r0 + r]);
+    float* c_row = c.data + (r0 + r) * c.row_stride + c0;
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) {
+      const __m512 scales = _mm512_mul_ps(row_scale, _mm512_loadu_ps(b.col_scale + c0 + v * N));
+      const __m512 prior = kAccumulate ? _mm512_loadu_ps(c_row + v * N) : _mm512_setzero_ps();
+      _mm512_storeu_ps(c_row + v * N,
+                       _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[r][v]), scales, prior));
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+inline bool CpuHasVnni() {
+  static const bool vnni = __builtin_cpu_supports("avx512vnni");
+  return vnni;
+}
+#endif  // HWY_TARGET == HWY_AVX3
+
+// kRows rows over all `cols` columns (a multiple of the vector length).
+template <size_t kRows, bool kAccumulate>
+HWY_INLINE void IntRowsAllColumns(const PairRows& a, size_t r0, const PairPanel& b, size_t cols,
+                                  const OutView& c, size_t pairs) {
+  const size_t N = hn::Lanes(hn::ScalableTag<int32_t>());
+#if HWY_TARGET == HWY_AVX3
+  if (CpuHasVnni()) {
+    size_t c0 = 0;
+    for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
+      IntMicroTileVnni<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
+    }
+    if (c0 < cols) IntMicroTileVnni<kRows, 1, kAccumulate>(a, r0, b, c0, c, pairs);
+    return;
+  }
+#endif
+  size_t c0 = 0;
+  for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
+    IntMicroTile<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
+  }
+  if (c0 < cols) IntMicroTile<kRows, 1, kAccumulate>(a, r0, b, c0, c, pairs);
+}
+
+// C (rows x cols) (+)= the scaled integer product; cols a multiple of the vector length.
+template <bool kAccumulate = false>
+HWY_INLINE void IntMatMul(const PairRows& a, const PairPanel& b, const OutView& c, size_t rows,
+                          size_t cols, size_t pairs) {
+  for (size_t r0 = 0; r0 < rows; r0 += kMicroRows) {
+    WithRowCount(std::min(kMicroRows, rows - r0), [&](auto kRows) HWY_ATTR {
+      IntRowsAllColumns<decltype(kRows)::value, kAccumulate>(a, r0, b, cols, c, pairs);
+    });
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,196 @@
+// Operand storage for the simulation and native paths (quantized_operands.h).
+#include "kernels/native/quantized_operands.h"
+
+#include <algorithm>
+
+#include "quant/codec.h"
+#include "quant/quantizer.h"
+#include "tbb/parallel_for.h"
+
+namespace lpattn {
+
+ConstTensor QuantizedOperands::Quantize(ConstTensor t, const quant::QuantSpec& spec,
+                                        int64_t heads, int64_t tokens, const char* name) {
+  if (spec.format == quant::Format::kFp32) return t;
+  const int64_t dim = shape_.head_dim;
+  const quant::TensorView view{t.data,           shape_.batch,    heads,          tokens, dim,
+                               t.strides.batch, t.strides.head, t.strides.token};
+  std::vector<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  quant::QuantizeDequantize(spec, view, copy.data(), name);
+  return {copy.data(), ContiguousBHTD(heads, tokens, dim)};
+}
+
+bool QuantizedOperands::Native(const quant::QuantSpec& spec) const {
+  return precision_.path == ComputePath::kNative && !spec.smooth &&
+         (spec.format == quant::Format::kBf16 || spec.format == quant::Format::kFp16);
+}
+
+CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
+  const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
+  std::vector<uint16_t>& codes = codes_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  tbb::parallel_for(int64_t(0), shape_.batch * heads, [&](int64_t slice) {
+    const int64_t b = slice / heads, h = slice % heads;
+    for (int64_t j = 0; j < tokens; ++j) {
+      const float* row = t.data + b * t.strides.batch + h * t.strides.head + j * t.strides.token;
+      quant::EncodeRow(format, row, 1.0f, codes.data() + (slice * tokens + j) * dim, size_t(dim));
+    }
+  });
+  return {codes.data(), ContiguousBHTD(heads, tokens, dim), format == quant::Format::kFp16};
+}
+
+bool QuantizedOperands::NativeInt8(const quant::QuantSpec& key) const {
+  return precision_.path == ComputePath::kNative && key.format == quant::Format::kInt8 &&
+         key.granularity != quant::Granularity::kChannel && !key.smooth;
+}
+
+std::vector<uint8_t> QuantizedOperands::Int8Codes(ConstTensor t, const quant::QuantSpec& spec,
+                                                  int64_t heads, int64_t tokens, const char* what,
+                                                  std::vector<float>& scales) {
+  std::vector<uint8_t> codes(size_t(shape_.batch * heads * tokens * shape_.head_dim));
+  scales.resize(size_t(shape_.batch * heads * tokens));
+  quant::QuantizeToCodes(spec,
+                         {t.data, shape_.batch, heads, tokens, shape_.head_dim, t.strides.batch,
+                          t.strides.head, t.strides.token},
+                         codes.data(), scales.data(), what);
+  return codes;
+}
+
+// Rows of int8 codes widened to int16, odd head dimensions padded with a zero channel.
+void QuantizedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
+  const size_t dim = size_t(shape_.head_dim), width = 2 * ((dim + 1) / 2);
+  std::vector<float>& scales = copies_.emplace_back();
+  const std::vector<uint8_t> codes = Int8Codes(q, precision_.QuerySpec(), shape_.heads,
+                                               shape_.q_len, "lpattn quantized Q", scales);
+  std::vector<int16_t>& rows = int_queries_.emplace_back(scales.size() * width, int16_t(0));
+  for (size_t r = 0; r < scales.size(); ++r) {
+    for (size_t c = 0; c < dim; ++c) rows[r * width + c] = int8_t(codes[r * dim + c]);
+  }
+  out.q = rows.data();
+  out.q_scale = scales.data();
+  out.pairs = width / 2;
+}
+
+// Each pair of channels' int16 codes (k[2p], k[2p + 1]) as one little-endian int32 word.
+void QuantizedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
+  const size_t dim = size_t(shape_.head_dim), pairs = (dim + 1) / 2;
+  std::vector<float>& scales = copies_.emplace_back();
+  const std::vector<uint8_t> codes = Int8Codes(k, precision_.KeySpec(), shape_.kv_heads,
+                                               shape_.kv_len, "lpattn quantized K", scales);
+  std::vector<int32_t>& words = int_keys_.emplace_back(scales.size() * pairs);
+  for (size_t r = 0; r < scales.size(); ++r) {
+    for (size_t p = 0; p < pairs; ++p) {
+      const uint32_t lo = uint16_t(int16_t(int8_t(codes[r * dim + 2 * p])));
+      const uint32_t hi = 2 * p + 1 < dim ? uint16_t(int16_t(int8_t(codes[r * dim + 2 * p + 1]))) : 0u;
+      words[r * pairs + p] = int32_t(lo | (hi << 16));
+    }
+  }
+  out.k = words.data();
+  out.k_scale = scales.data();
+  out.pairs = pairs;
+}
+
+bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
+  return precision_.path == ComputePath::kNative && precision_.p == quant::Format::kInt8 &&
+         value.format == quant::Format::kInt8 &&
+         (value.granularity == quant::Granularity::kTensor ||
+          value.granularity == quant::Granularity::kChannel);
+}
+
+// Rows j and j + 1 of each (batch, kv head) interleaved column by column, as the int8 P V
+// product reads them (IntPv).
+IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
+  const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
+  const size_t width = (dim + 31) / 32 * 32, key_pairs = (tokens + 1) / 2;
+  const quant::QuantSpec spec = precision_.ValueSpec();
+  const bool per_channel = spec.granularity == quant::Granularity::kChannel;
+  const size_t slices = size_t(shape_.batch * shape_.kv_heads);
+  std::vector<float>& scales = copies_.emplace_back();
+  std::vector<uint8_t> codes;
+  if (per_channel) {
+    codes.resize(slices * tokens * dim);
+    scales.resize(slices * dim);
+    quant::QuantizeToChannelCodes(spec,
+                                  {v.data, shape_.batch, shape_.kv_heads, shape_.kv_len,
+                                   shape_.head_dim, v.strides.batch, v.strides.head,
+                                   v.strides.token},
+                                  codes.data(), scales.data(), "lpattn quantized V");
+  } else {
+    codes = Int8Codes(v, spec, shape_.kv_heads, shape_.kv_len, "lpattn quantized V", scales);
+  }
+  std::vector<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
+  for (size_t slice = 0; slice < slices; ++slice) {
+    for (size_t j = 0; j < tokens; ++j) {
+      int16_t* pair_row = panel.data() + (slice * key_pairs + j / 2) * width * 2;
+      for (size_t c = 0; c < dim; ++c) {
+        pair_row[2 * c + j % 2] = int8_t(codes[(slice * tokens + j) * dim + c]);
+      }
+    }
+  }
+  if (scales.empty()) scales.push_back(0.0f);  // no tokens: nothing is read
+  return {panel.data(), scales.data(), per_channel ? dim : 0, width, key_pairs};
+}
+
+QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTensor v,
+                                                        AttentionProblem& problem) {
+  const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
+  KvViews views{k, v};
+  if (NativeInt8(key)) {
+    EncodeIntKeys(k, problem.int_qk);
+  } else if (Native(key)) {
+    problem.k_codes = Encode(k, key.format);
+  } else {
+    views.k = Key(k);
+  }
+  if (NativeInt8Pv(value)) {
+    problem.int_pv = EncodeIntValues(v);
+  } else if (Native(value)) {
+    problem.v_codes = Encode(v, value.format);
+  } else {
+    views.v = Value(v);
+  }
+  return views;
+}
+
+ConstTensor QuantizedOperands::OwnKeyShaped(ConstTensor t) {
+  const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
+  std::vector<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  for (int64_t slice = 0; slice < shape_.batch * heads; ++slice) {
+    for (int64_t j = 0; j < tokens; ++j) {
+      const float* row = t.data + (slice / heads) * t.strides.batch +
+                         (slice % heads) * t.strides.head + j * t.strides.token;
+      std::copy(row, row + dim, copy.data() + (slice * tokens + j) * dim);
+    }
+  }
+  return {copy.data(), ContiguousBHTD(heads, tokens, dim)};
+}
+
+size_t QuantizedOperands::BytesHeld() const {
+  size_t bytes = 0;
+  const auto add = [&](const auto& buffers) {
+    for (const auto& b : buffers) bytes += b.size() * sizeof(b[0]);
+  };
+  add(copies_);
+  add(codes_);
+  add(int_queries_);
+  add(int_keys_);
+  add(int_values_);
+  return bytes;
+}
+
+ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
+  if (!NativeInt8(precision_.KeySpec())) return Query(q);
+  EncodeIntQueries(q, problem.int_qk);
+  return q;
+}
+
+ConstTensor QuantizedOperands::Query(ConstTensor q, const char* name) {
+  return Quantize(q, precision_.QuerySpec(), shape_.heads, shape_.q_len, name);
+}
+ConstTensor QuantizedOperands::Key(ConstTensor k, const char* name) {
+  return Quantize(k, precision_.KeySpec(), shape_.kv_heads, shape_.kv_len, name);
+}
+ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
+  return Quantize(v, precision_.ValueSpec(), shape_.kv_heads, shape_.kv_len, name);
+}
+
+}  // namespace lpattn

@@ -1,0 +1,89 @@
+// The operands of a kernel call as the precision option stores them (docs/math.md §4), made
+// once per call (or once per PreparedKv) and owned here:
+// - simulation: each quantized operand replaced by a dense dequantized fp32 copy, so every row
+//   transform sees exactly the values a low-precision product would multiply; in the backward
+//   the same copies stand in for the operands (straight-through: the gradients with respect to
+//   the unquantized operands are computed with the dequantized ones);
+// - the native path of the dense forwards: bf16/fp16 K and V as 16-bit codes, int8 Q and K as
+//   integer codes with per-token scales, int8 V paired by key for the integer P V product.
+#ifndef LPATTN_KERNELS_NATIVE_QUANTIZED_OPERANDS_H_
+#define LPATTN_KERNELS_NATIVE_QUANTIZED_OPERANDS_H_
+
+#include <deque>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/skeleton/attention_problem.h"
+
+namespace lpattn {
+
+class QuantizedOperands {
+ public:
+  QuantizedOperands(const AttentionShape& shape, const Precision& precision)
+      : shape_(shape), precision_(precision) {}
+
+  // The view to multiply with: `t` itself when its format is fp32, else a dequantized copy
+  // (owned by this object). Throws std::invalid_argument as quant::QuantizeDequantize does.
+  ConstTensor Query(ConstTensor q, const char* name = "lpattn quantized Q");
+  ConstTensor Key(ConstTensor k, const char* name = "lpattn quantized K");
+  ConstTensor Value(ConstTensor v, const char* name = "lpattn quantized V");
+  // Args (ForwardArgs, BackwardArgs, the K-interval ones) with q, k and v replaced.
+  template <class Args>
+  Args Substitute(Args args) {
+    args.q = Query(args.q);
+    args.k = Key(args.k);
+    args.v = Value(args.v);
+    return args;
+  }
+  // The same for a dense transform's forward, taking the native path where the precision
+  // allows it (precision.h): bf16 or fp16 K and V become 16-bit codes (problem's k_codes,
+  // v_codes), int8 Q and K (not per channel, not smoothed) integer codes (problem's int_qk);
+  // the float views in the result are then not read.
+  template <class Args>
+  Args SubstituteForward(Args args, AttentionProblem& problem) {
+    const KvViews kv = PrepareKv(args.k, args.v, problem);
+    args.k = kv.k;
+    args.v = kv.v;
+    args.q = PrepareQueries(args.q, problem);
+    return args;
+  }
+  // SubstituteForward's two halves: K and V (an engine may prepare them once, PreparedKv),
+  // and Q (every call).
+  struct KvViews {
+    ConstTensor k, v;
+  };
+  KvViews PrepareKv(ConstTensor k, ConstTensor v, AttentionProblem& problem);
+  // A dense copy of a K-shaped tensor, owned like the others (PreparedKv's fp32 operands).
+  ConstTensor OwnKeyShaped(ConstTensor t);
+  // Bytes of every buffer held: copies, codes and scales.
+  size_t BytesHeld() const;
+  ConstTensor PrepareQueries(ConstTensor q, AttentionProblem& problem);
+
+ private:
+  ConstTensor Quantize(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
+                       int64_t tokens, const char* name);
+  // bf16 or fp16 without smoothing, on the native path: storage the forward decodes itself.
+  bool Native(const quant::QuantSpec& spec) const;
+  CodedKv Encode(ConstTensor t, quant::Format format);
+  // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.
+  bool NativeInt8(const quant::QuantSpec& key) const;
+  // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.
+  void EncodeIntQueries(ConstTensor q, IntQk& out);
+  void EncodeIntKeys(ConstTensor k, IntQk& out);
+  // int8 P V on the native path: p = int8, V in int8 with one scale per tensor.
+  bool NativeInt8Pv(const quant::QuantSpec& value) const;
+  IntPv EncodeIntValues(ConstTensor v);
+  std::vector<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
+                                 int64_t tokens, const char* what, std::vector<float>& scales);
+  AttentionShape shape_;
+  Precision precision_;
+  std::deque<std::vector<float>> copies_;
+  std::deque<std::vector<uint16_t>> codes_;
+  std::deque<std::vector<int16_t>> int_queries_;
+  std::deque<std::vector<int32_t>> int_keys_;
+  std::deque<std::vector<int16_t>> int_values_;
+};
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_NATIVE_QUANTIZED_OPERANDS_H_

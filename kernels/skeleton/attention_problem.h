@@ -1,0 +1,99 @@
+// A validated attention call in the form the per-target skeleton consumes: sizes as size_t,
+// the scale resolved, the sink reduced to "has one, and its logit per head".
+#ifndef LPATTN_KERNELS_SKELETON_ATTENTION_PROBLEM_H_
+#define LPATTN_KERNELS_SKELETON_ATTENTION_PROBLEM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+
+#include "kernels/attention.h"
+#include "quant/format.h"
+#include "tbb/task_arena.h"
+
+namespace lpattn {
+
+// K or V held as 16-bit codes (bf16 or fp16) instead of floats: docs/math.md §4's native low-precision
+// path, where the forward decodes each key tile into fp32 as it reads it. Null data: the
+// tensor is read as floats from the call's arguments.
+struct CodedKv {
+  const uint16_t* data = nullptr;
+  Strides strides;
+  bool fp16 = false;  // else bf16
+};
+
+// Q and K as int8 codes widened to int16, with a scale per token: docs/math.md §4's native int8 Q K^T.
+// Rows hold `pairs` channel pairs (the last padded with 0 for an odd head_dim); dense layouts
+// [batch, heads, q_len] and [batch, kv_heads, kv_len] of rows.
+struct IntQk {
+  const int16_t* q = nullptr;   // [rows][2 pairs]
+  const float* q_scale = nullptr;
+  const int32_t* k = nullptr;   // [rows][pairs], each word the int16 pair (k[2p], k[2p + 1])
+  const float* k_scale = nullptr;
+  size_t pairs = 0;
+};
+
+// V as int8 codes widened to int16 with one scale for the whole tensor, for the native int8
+// P V product (with P rounded to int8): per (batch, kv head), key pairs of rows interleaved,
+// [kv_len / 2 rounded up][width][2], zero beyond head_dim and past the last key.
+struct IntPv {
+  const int16_t* v = nullptr;
+  // V's scales: v_scales[0] for every element (per tensor, scale_stride 0), or head_dim per
+  // (batch, kv head) slice (per channel, scale_stride = head_dim).
+  const float* v_scales = nullptr;
+  size_t scale_stride = 0;
+  size_t width = 0;      // columns per key pair: head_dim rounded up to a multiple of 32
+  size_t key_pairs = 0;  // per (batch, kv head)
+};
+
+struct AttentionProblem {
+  size_t batch, heads, kv_heads, q_len, kv_len, dim;
+  bool causal;
+  float scale;
+  bool has_sink;
+  const float* sink_logits;  // null with the off-by-one softmax (tau = 0)
+  // The forward divides each query by max(||q||, 1e-12) as it packs it (thresholded attention).
+  bool unit_queries = false;
+  // The forward reads K and V from these when set (dense transforms only; the backward never).
+  CodedKv k_codes, v_codes;
+  IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
+  IntPv int_pv;  // P V from integer products when set (dense forward with p = int8: exact, K-interval)
+  // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
+  // before the P V product.
+  quant::Format p_format = quant::Format::kFp32;
+  float p_scale = 1.0f;
+
+  size_t group() const { return heads / kv_heads; }
+  float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }
+  // §0: query i sees keys j < VisibleEnd(i) (bottom-right aligned causal mask).
+  size_t VisibleEnd(size_t i) const {
+    if (!causal) return kv_len;
+    const ptrdiff_t end = ptrdiff_t(i) + ptrdiff_t(kv_len) - ptrdiff_t(q_len) + 1;
+    return size_t(std::clamp<ptrdiff_t>(end, 0, ptrdiff_t(kv_len)));
+  }
+  // First query that sees key j (q_len if none).
+  size_t FirstQuerySeeing(size_t j) const {
+    if (!causal) return 0;
+    const ptrdiff_t first = ptrdiff_t(j) - ptrdiff_t(kv_len) + ptrdiff_t(q_len);
+    return size_t(std::clamp<ptrdiff_t>(first, 0, ptrdiff_t(q_len)));
+  }
+};
+
+AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions& options);
+
+// Runs fn in a TBB arena of `threads` threads; threads == 0 runs it in the caller's arena, so
+// an engine that manages TBB keeps control.
+template <class Fn>
+void RunWithThreads(int threads, const Fn& fn) {
+  if (threads <= 0) {
+    fn();
+    return;
+  }
+  tbb::task_arena arena(threads);
+  arena.execute(fn);
+}
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_SKELETON_ATTENTION_PROBLEM_H_

@@ -1,0 +1,168 @@
+// The one matrix-product microkernel of the tiled skeleton: C (+)= A * B on small tiles, where A
+// is read through arbitrary strides (a broadcast per element, so transposed operands cost
+// nothing) and B is row-major with contiguous rows. Both attention products (scores and P.V)
+// and all four backward products are this kernel with different views.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_SKELETON_MATMUL_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_SKELETON_MATMUL_TILE_INL_H_
+#undef LPATTN_KERNELS_SKELETON_MATMUL_TILE_INL_H_
+#else
+#define LPATTN_KERNELS_SKELETON_MATMUL_TILE_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Element (r, k) of the left operand is data[r * row_stride + k * inner_stride].
+struct LhsView {
+  const float* data;
+  size_t row_stride;
+  size_t inner_stride;
+};
+// Row k of the right operand starts at data + k * row_stride; its columns are contiguous.
+struct RhsView {
+  const float* data;
+  size_t row_stride;
+};
+struct OutView {
+  float* data;
+  size_t row_stride;
+};
+
+// Register tile: kRows x kVecs vectors of C. 6 x 2 = 12 accumulators hide the FMA latency on
+// two pipes and leave room for the B loads and a broadcast in 16 registers; both tile sizes
+// and every head dimension that is a multiple of 16 split into whole 6 x 2 blocks. (On Zen 3
+// an 8-accumulator block such as 4 x 2 runs about 30% slower: narrow tails are costly.)
+inline constexpr size_t kMicroRows = 6;
+inline constexpr size_t kMicroVecs = 2;
+
+// C[r0 + r][c0 : c0 + kVecs * N] (+)= sum_{k in [k_begin, k_end)} A(r0 + r, k) B[k][...].
+template <size_t kRows, size_t kVecs, bool kAccumulate>
+HWY_INLINE void MicroTile(const LhsView& a, size_t r0, const RhsView& b, size_t c0,
+                          const OutView& c, size_t k_begin, size_t k_end) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t N = hn::Lanes(d);
+  V acc[kRows][kVecs];
+  float* c_row = c.data + r0 * c.row_stride + c0;
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) {
+      acc[r][v] = kAccumulate ? hn::LoadU(d, c_row + r * c.row_stride + v * N) : hn::Zero(d);
+    }
+  }
+  const float* a_ptr = a.data + r0 * a.row_stride + k_begin * a.inner_stride;
+  const float* b_ptr = b.data + k_begin * b.row_stride + c0;
+  for (size_t k = k_begin; k < k_end; ++k) {
+    V bv[kVecs];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d, b_ptr + v * N);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < kRows; ++r) {
+      const V av = hn::Set(d, a_ptr[r * a.row_stride]);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
+    }
+    a_ptr += a.inner_stride;
+    b_ptr += b.row_stride;
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, c_row + r * c.row_stride + v * N);
+  }
+}
+
+// kRows rows over all `cols` columns (a multiple of the vector length): whole kMicroVecs
+// blocks, then one vector if the count is odd.
+template <size_t kRows, bool kAccumulate>
+HWY_INLINE void RowsAllColumns(const LhsView& a, size_t r0, const RhsView& b, size_t cols,
+                               const OutView& c, size_t k_begin, size_t k_end) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t c0 = 0;
+  for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
+    MicroTile<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, k_begin, k_end);
+  }
+  if (c0 < cols) MicroTile<kRows, 1, kAccumulate>(a, r0, b, c0, c, k_begin, k_end);
+}
+static_assert(kMicroVecs == 2, "RowsAllColumns' tail covers 1 vector");
+
+// Calls fn(std::integral_constant<size_t, rows>()) for 1 <= rows <= kMicroRows: a block's row
+// count as a compile-time constant for the register tiles.
+template <class Fn>
+HWY_INLINE void WithRowCount(size_t rows, const Fn& fn) {
+  switch (rows) {
+    case 6: return fn(std::integral_constant<size_t, 6>());
+    case 5: return fn(std::integral_constant<size_t, 5>());
+    case 4: return fn(std::integral_constant<size_t, 4>());
+    case 3: return fn(std::integral_constant<size_t, 3>());
+    case 2: return fn(std::integral_constant<size_t, 2>());
+    case 1: return fn(std::integral_constant<size_t, 1>());
+    default: return;
+  }
+}
+static_assert(kMicroRows == 6, "WithRowCount's switch covers 1..6 rows");
+
+// One block of `rows` <= kMicroRows rows with a shared inner range.
+template <bool kAccumulate>
+HWY_INLINE void RowBlock(size_t rows, const LhsView& a, size_t r0, const RhsView& b, size_t cols,
+                         const OutView& c, size_t k_begin, size_t k_end) {
+  WithRowCount(rows, [&](auto kRows) HWY_ATTR {
+    RowsAllColumns<decltype(kRows)::value, kAccumulate>(a, r0, b, cols, c, k_begin, k_end);
+  });
+}
+
+// C (rows x cols) (+)= A (rows x inner) * B (inner x cols), one inner range for all rows.
+template <bool kAccumulate>
+HWY_INLINE void MatMul(const LhsView& a, const RhsView& b, const OutView& c, size_t rows,
+                       size_t cols, size_t inner) {
+  for (size_t r0 = 0; r0 < rows; r0 += kMicroRows) {
+    RowBlock<kAccumulate>(std::min(kMicroRows, rows - r0), a, r0, b, cols, c, 0, inner);
+  }
+}
+
+// C += A * B where row r sums only over k in [begin[r], end[r]). Masked entries are thus never
+// multiplied, so a non-finite value in a row of B reaches only the rows that see it. Rows of
+// a block share the intersection of their ranges; the few leftover terms go row by row.
+HWY_INLINE void MatMulRanged(const LhsView& a, const RhsView& b, const OutView& c, size_t rows,
+                             size_t cols, const uint32_t* begin, const uint32_t* end) {
+  for (size_t r0 = 0; r0 < rows; r0 += kMicroRows) {
+    const size_t block = std::min(kMicroRows, rows - r0);
+    size_t lo = 0, hi = SIZE_MAX;
+    for (size_t r = r0; r < r0 + block; ++r) {
+      lo = std::max<size_t>(lo, begin[r]);
+      hi = std::min<size_t>(hi, end[r]);
+    }
+    if (lo < hi) {
+      RowBlock<true>(block, a, r0, b, cols, c, lo, hi);
+    } else {
+      lo = hi = 0;  // empty intersection: every row does its whole range alone
+    }
+    for (size_t r = r0; r < r0 + block; ++r) {
+      const size_t head_end = std::min<size_t>(lo, end[r]);
+      if (begin[r] < head_end) RowBlock<true>(1, a, r, b, cols, c, begin[r], head_end);
+      const size_t tail_begin = std::max<size_t>(hi, begin[r]);
+      if (tail_begin < end[r]) RowBlock<true>(1, a, r, b, cols, c, tail_begin, end[r]);
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

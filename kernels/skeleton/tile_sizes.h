@@ -1,0 +1,19 @@
+// Tile sizes of the attention skeleton, shared by every target and row transform.
+#ifndef LPATTN_KERNELS_SKELETON_TILE_SIZES_H_
+#define LPATTN_KERNELS_SKELETON_TILE_SIZES_H_
+
+#include <stddef.h>
+
+namespace lpattn {
+
+// Queries per tile (a TBB task's unit of forward work) and keys per tile. Both are multiples
+// of the 6-row microkernel block and of two vectors on every target (16 lanes included), so
+// every product over a full tile runs in whole 6 x 2 register blocks; a 96 x 48 fp32 score
+// tile (18 KiB) stays in L1 beside the operand rows.
+inline constexpr size_t kTileQ = 96;
+inline constexpr size_t kTileK = 48;
+inline constexpr size_t kTileMax = kTileQ > kTileK ? kTileQ : kTileK;
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_SKELETON_TILE_SIZES_H_

@@ -1,0 +1,371 @@
+// The tiled skeleton's pieces that every pass shares: strided head rows, the per-thread
+// workspace, operand packing and storing, the task grid and its TBB loop, each query's visible
+// keys within a tile, and the backward's per-row parameters staged as vector lanes.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_SKELETON_TILE_WORKSPACE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_SKELETON_TILE_WORKSPACE_INL_H_
+#undef LPATTN_KERNELS_SKELETON_TILE_WORKSPACE_INL_H_
+#else
+#define LPATTN_KERNELS_SKELETON_TILE_WORKSPACE_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "kernels/native/int_matmul_tile-inl.h"
+#include "kernels/skeleton/attention_problem.h"
+#include "kernels/skeleton/matmul_tile-inl.h"
+#include "kernels/skeleton/tile_sizes.h"
+#include "quant/codec-inl.h"
+#include "quant/format.h"
+#include "tbb/blocked_range.h"
+#include "tbb/parallel_for.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Head dimension rounded up to whole vectors: the column count of every D-wide tile.
+HWY_INLINE size_t PaddedDim(size_t dim) {
+  const hn::ScalableTag<float> d;
+  return hwy::RoundUpTo(dim, hn::Lanes(d));
+}
+
+// Rows of one (batch, head) of a strided view.
+struct HeadRows {
+  const float* data;
+  size_t token_stride;
+  const uint16_t* codes = nullptr;  // 16-bit codes instead of data (CodedKv), same strides
+  bool fp16 = false;
+  const float* row(size_t t) const { return data + t * token_stride; }
+};
+HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
+  return {t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head),
+          size_t(t.strides.token)};
+}
+// K or V rows of a head: from 16-bit codes when the problem holds them, else from t.
+HWY_INLINE HeadRows KvRowsOf(const ConstTensor& t, const CodedKv& coded, size_t b, size_t h) {
+  if (coded.data == nullptr) return RowsOf(t, b, h);
+  return {nullptr, size_t(coded.strides.token),
+          coded.data + b * size_t(coded.strides.batch) + h * size_t(coded.strides.head),
+          coded.fp16};
+}
+HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
+  return t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head) +
+         token * size_t(t.strides.token);
+}
+
+// Per-thread scratch, O(tile * D): never grows with Tq * Tk. Sized for the largest head
+// dimension and kept for the thread's lifetime, so no call allocates or page-faults.
+struct TileWorkspace {
+  static constexpr size_t kPanel = kMaxHeadDim * kTileMax;  // transposed operand [D][tile]
+  // A score-shaped tile: kTileQ x kTileK in the passes over long sequences, up to
+  // kTileMax x kTileMax in the whole-head backward of short ones.
+  static constexpr size_t kScores = kTileMax * kTileMax;
+  static constexpr size_t kRows = kTileMax * kMaxHeadDim;   // D-wide tile [tile][Dpad]
+  TileWorkspace()
+      : panel_a(hwy::AllocateAligned<float>(kPanel)),
+        panel_b(hwy::AllocateAligned<float>(kPanel)),
+        scores(hwy::AllocateAligned<float>(kScores)),
+        grads(hwy::AllocateAligned<float>(kScores)),
+        slopes(hwy::AllocateAligned<float>(kScores)),
+        acc_a(hwy::AllocateAligned<float>(kRows)),
+        acc_b(hwy::AllocateAligned<float>(kRows)),
+        acc_c(hwy::AllocateAligned<float>(kRows)),
+        rows(hwy::AllocateAligned<float>(kRows)),
+        rows2(hwy::AllocateAligned<float>(kRows)),
+        key_rows(hwy::AllocateAligned<float>(kRows)),
+        int_panel(hwy::AllocateAligned<int16_t>(kPanel)) {}
+  hwy::AlignedFreeUniquePtr<float[]> panel_a, panel_b;
+  hwy::AlignedFreeUniquePtr<float[]> scores, grads;
+  hwy::AlignedFreeUniquePtr<float[]> slopes;  // a sparse transform's da/ds tile
+  hwy::AlignedFreeUniquePtr<float[]> acc_a, acc_b, acc_c;  // accumulators
+  hwy::AlignedFreeUniquePtr<float[]> rows, rows2;       // zero-padded operand rows
+  hwy::AlignedFreeUniquePtr<float[]> key_rows;          // a decoded key tile (CodedKv)
+  hwy::AlignedFreeUniquePtr<int16_t[]> int_panel;       // int8 queries' pair panel (IntQk)
+  HWY_ALIGN float col_scale[kTileMax];                  // and their scales
+  HWY_ALIGN int32_t weight_pairs[(kTileK / 2 + 1) * kTileQ];  // int8 P by key pair (IntPv)
+  HWY_ALIGN float weight_scale[kTileQ];                 // P's scale per query
+  HWY_ALIGN float value_scale[kMaxHeadDim + 32];        // V's scale per column
+  HWY_ALIGN float visible[kTileMax];                    // per-row key limit, as float
+  uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
+  HWY_ALIGN float factor[kTileMax];
+  HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
+  static constexpr size_t kMaxRowParams = 12;
+  HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
+
+  // The score tiles of one query tile against its first `keys` keys ([keys][kTileQ], key-major),
+  // kept from a statistics pass for the weighting pass so that Q K^T is computed once (and, in
+  // the backward's query side, the score and dP tiles together: twice as many). The only
+  // scratch that grows with the sequence: up to kMaxCachedKeys keys (3 MiB per thread in the
+  // forward, 6 MiB in the backward); longer rows recompute their scores instead.
+  static constexpr size_t kMaxCachedKeys = 8192;
+  float* ScoreCache(size_t keys) {
+    if (keys > score_cache_keys) {
+      score_cache = hwy::AllocateAligned<float>(keys * kTileQ);
+      score_cache_keys = keys;
+    }
+    return score_cache.get();
+  }
+  hwy::AlignedFreeUniquePtr<float[]> score_cache;
+  size_t score_cache_keys = 0;
+};
+
+// panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
+// transposed operand of a score product, packed once per task. With unit_rows each row is
+// also divided by max(||row||, 1e-12) (thresholded attention's L2-normalised queries).
+HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size_t dim,
+                               float factor, size_t width, float* HWY_RESTRICT panel,
+                               bool unit_rows = false) {
+  std::fill(panel, panel + dim * width, 0.0f);
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = src.row(first + i);
+    float row_factor = factor;
+    if (unit_rows) {
+      double norm = 0.0;
+      for (size_t c = 0; c < dim; ++c) norm += double(row[c]) * row[c];
+      row_factor = float(factor / std::max(std::sqrt(norm), 1e-12));
+    }
+    for (size_t c = 0; c < dim; ++c) panel[c * width + i] = row_factor * row[c];
+  }
+}
+
+// Right operand of a D-wide product: the rows themselves when D fills whole vectors, else a
+// zero-padded copy (reading past D in the caller's memory is not allowed).
+// Rows [first, first + n) of 16-bit codes decoded to fp32 rows of out_stride floats, zero
+// beyond dim: the native bf16/fp16 path's conversion, one L1-sized tile at a time.
+HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t dim,
+                           size_t out_stride, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(di)> d16;
+  const size_t N = hn::Lanes(df);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t* codes = src.codes + (first + i) * src.token_stride;
+    float* row = out + i * out_stride;
+    size_t c = 0;
+    for (; c + N <= dim; c += N) {
+      const auto wide = hn::PromoteTo(di, hn::LoadU(d16, codes + c));
+      hn::StoreU(src.fp16 ? quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kFp16Layout>(df, wide)
+                          : quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kBf16Layout>(df, wide),
+                 df, row + c);
+    }
+    for (; c < dim; ++c) row[c] = src.fp16 ? quant::DecodeFp16(codes[c]) : quant::DecodeBf16(codes[c]);
+    std::fill(row + dim, row + out_stride, 0.0f);
+  }
+}
+
+// Key rows [first, first + n) as a score product's left operand: in place, or decoded.
+HWY_INLINE LhsView KeyTile(const HeadRows& k, size_t first, size_t n, size_t dim,
+                           float* HWY_RESTRICT scratch) {
+  if (k.codes == nullptr) return {k.row(first), k.token_stride, 1};
+  DecodeRows(k, first, n, dim, dim, scratch);
+  return {scratch, dim, 1};
+}
+
+// The int8 path's query panel of one query tile (IntQk): pair p of query i at
+// panel[p][2 i .. 2 i + 1], and col_scale[i] = the query's scale times the score scale (0 for
+// the padding columns, whose codes are 0 too).
+HWY_INLINE void PackIntQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
+                               size_t nq, TileWorkspace& ws) {
+  const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
+  int16_t* panel = ws.int_panel.get();
+  std::fill(panel, panel + pairs * 2 * kTileQ, int16_t(0));
+  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
+    for (size_t pair = 0; pair < pairs; ++pair) {
+      panel[pair * 2 * kTileQ + 2 * i] = q[2 * pair];
+      panel[pair * 2 * kTileQ + 2 * i + 1] = q[2 * pair + 1];
+    }
+    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+  }
+}
+
+// The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
+// q_panel, or in ws's int panel on the int8 path), key-major with row stride kTileQ.
+HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
+                          size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,
+                          TileWorkspace& ws) {
+  if (p.int_qk.k != nullptr) {
+    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    IntMatMul({p.int_qk.k + row0 * pairs, pairs, 1, p.int_qk.k_scale + row0},
+              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
+    return;
+  }
+  MatMul<false>(KeyTile(k, j0, nk, p.dim, ws.key_rows.get()), {q_panel, kTileQ}, {out, kTileQ},
+                nk, columns, p.dim);
+}
+
+// docs/math.md §4 P quantization: a key-major weight tile (nk rows of `columns` queries) rounded in place to
+// `format` with `scale`, exactly as quant's codecs round (x / scale, round, times scale).
+HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
+                             quant::Format format, float scale) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t j = 0; j < nk; ++j) {
+    for (size_t i = 0; i < columns; i += N) {
+      float* w = st + j * kTileQ + i;
+      hn::StoreU(quant::HWY_NAMESPACE::RoundLanes(d, hn::LoadU(d, w), format, scale), d, w);
+    }
+  }
+}
+
+// out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the tile's
+// weights (key-major) become int8 codes through p_scale, as RoundWeights would round them,
+// paired by key ([key pair][query] words), and the integer product with V's pair-interleaved
+// codes is scaled once per output channel by p_scale times V's scale (per tensor or channel). (A NaN weight has no int8 code: it adds 0.)
+HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
+                                      size_t j0, size_t nk, size_t nq, size_t columns,
+                                      const float* weights, float* out, size_t padded_dim,
+                                      TileWorkspace& ws) {
+  namespace qn = quant::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const size_t N = hn::Lanes(df), pairs = (nk + 1) / 2;
+  const auto scale = hn::Set(df, p.p_scale);
+  const auto low = hn::Set(di, 0xFFFF);
+  for (size_t jp = 0; jp < pairs; ++jp) {
+    for (size_t i = 0; i < columns; i += N) {
+      const auto even = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + 2 * jp * kTileQ + i), scale));
+      const auto odd = 2 * jp + 1 < nk
+          ? qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + (2 * jp + 1) * kTileQ + i), scale))
+          : hn::Zero(di);
+      hn::StoreU(hn::Or(hn::And(even, low), hn::ShiftLeft<16>(odd)), di,
+                 ws.weight_pairs + jp * kTileQ + i);
+    }
+  }
+  std::fill(ws.weight_scale, ws.weight_scale + nq, p.p_scale);
+  const IntPv& v = p.int_pv;
+  const float* v_scales = v.v_scales + (b * p.kv_heads + kv_head) * v.scale_stride;
+  for (size_t c = 0; c < padded_dim; ++c) {  // padded channels: V's codes there are 0
+    ws.value_scale[c] = c >= p.dim ? 0.0f : v.scale_stride == 0 ? v_scales[0] : v_scales[c];
+  }
+  const int16_t* panel = v.v + ((b * p.kv_heads + kv_head) * v.key_pairs + j0 / 2) * v.width * 2;
+  IntMatMul<true>({ws.weight_pairs, 1, kTileQ, ws.weight_scale}, {panel, v.width, ws.value_scale},
+                  {out, padded_dim}, nq, padded_dim, pairs);
+}
+
+HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,
+                           size_t padded_dim, float* HWY_RESTRICT scratch) {
+  if (src.codes != nullptr) {
+    DecodeRows(src, first, n, dim, padded_dim, scratch);
+    return {scratch, padded_dim};
+  }
+  if (dim == padded_dim) return {src.row(first), src.token_stride};
+  for (size_t i = 0; i < n; ++i) {
+    const float* row = src.row(first + i);
+    std::copy(row, row + dim, scratch + i * padded_dim);
+    std::fill(scratch + i * padded_dim + dim, scratch + (i + 1) * padded_dim, 0.0f);
+  }
+  return {scratch, padded_dim};
+}
+
+HWY_INLINE void ScaleRows(float* HWY_RESTRICT acc, size_t n, size_t padded_dim,
+                          const float* HWY_RESTRICT factor) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t i = 0; i < n; ++i) {
+    const auto f = hn::Set(d, factor[i]);
+    for (size_t c = 0; c < padded_dim; c += N) {
+      hn::StoreU(hn::Mul(f, hn::LoadU(d, acc + i * padded_dim + c)), d, acc + i * padded_dim + c);
+    }
+  }
+}
+
+HWY_INLINE void StoreRows(const float* HWY_RESTRICT acc, size_t n, size_t dim, size_t padded_dim,
+                          const float* factor, float uniform_factor, float* out,
+                          size_t out_stride) {
+  for (size_t i = 0; i < n; ++i) {
+    const float f = factor ? factor[i] * uniform_factor : uniform_factor;
+    for (size_t c = 0; c < dim; ++c) out[i * out_stride + c] = f * acc[i * padded_dim + c];
+  }
+}
+
+// Task `task` of a grid of (batch, head, tile of `tile` rows out of `len`), head-major.
+struct TileTask {
+  size_t batch, head, first, count;
+};
+HWY_INLINE TileTask SplitTask(size_t task, size_t heads, size_t len, size_t tile) {
+  const size_t tiles = hwy::DivCeil(len, tile), first = task % tiles * tile;
+  return {task / (heads * tiles), task / tiles % heads, first, std::min(tile, len - first)};
+}
+
+// Runs task(index, workspace) for index in [0, count), each task with its thread's workspace.
+template <class Task>
+HWY_INLINE void ParallelTiles(size_t count, const Task& task) {
+  tbb::parallel_for(
+      tbb::blocked_range<size_t>(0, count, 1),
+      [&](const tbb::blocked_range<size_t>& range) HWY_ATTR {
+        thread_local TileWorkspace workspace;
+        for (size_t index = range.begin(); index != range.end(); ++index) task(index, workspace);
+      },
+      tbb::simple_partitioner());
+}
+
+// Query tile [i0, i0 + nq) against key tile [j0, j0 + nk): per-query key limits within the
+// tile (as float for masks and as ranges for the P V product). Returns whether every real
+// query sees every key of the tile.
+HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, size_t j0,
+                            size_t nk, TileWorkspace& ws) {
+  std::fill(ws.range_begin, ws.range_begin + kTileQ, 0u);
+  // Visible ends grow with the row, so the first row decides whether the tile is interior
+  // (the common case, filled without per-row work).
+  const bool all_visible = p.VisibleEnd(i0) >= j0 + nk;
+  for (size_t i = 0; i < kTileQ; ++i) {
+    size_t limit = nk;
+    if (i >= nq) {
+      limit = 0;
+    } else if (!all_visible) {
+      const size_t end = p.VisibleEnd(i0 + i);
+      limit = end <= j0 ? 0 : std::min(end - j0, nk);
+    }
+    ws.visible[i] = float(limit);
+    ws.range_end[i] = uint32_t(limit);
+  }
+  return all_visible;
+}
+
+// Score-tile columns worth computing for nq queries: whole register blocks, not the full
+// tile, so short sequences (and the last tile of long ones) skip the padding.
+HWY_INLINE size_t QueryColumns(size_t nq) {
+  const hn::ScalableTag<float> d;
+  return std::min(kTileQ, hwy::RoundUpTo(nq, kMicroVecs * hn::Lanes(d)));
+}
+
+// Keys that the query tile [i0, i0 + nq) can see at all: [0, KeyEnd).
+HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
+  return p.VisibleEnd(i0 + nq - 1);
+}
+
+// Copies the parameters of rows [row, row + nq) into per-parameter lanes (staged[k][i]),
+// padding rows with zeros, for key-major tiles whose lanes are queries.
+template <class Transform>
+HWY_INLINE void StageRowParams(const float* params, size_t row, size_t nq, TileWorkspace& ws) {
+  for (size_t k = 0; k < Transform::kRowParams; ++k) {
+    for (size_t i = 0; i < kTileQ; ++i) {
+      ws.row_params[k][i] = i < nq ? params[(row + i) * Transform::kRowParams + k] : 0.0f;
+    }
+  }
+}
+
+// The staged parameters of lanes [i, i + N) as vectors.
+template <class Transform, class D>
+HWY_INLINE void LoadRowParams(D d, const TileWorkspace& ws, size_t i, hn::Vec<D>* v) {
+  for (size_t k = 0; k < Transform::kRowParams; ++k) v[k] = hn::Load(d, ws.row_params[k] + i);
+}
+
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,263 @@
+// The skeleton's backward, key side and driver (docs/design.md §3): dK and dV of each key tile
+// (one task per batch, kv head and key tile, looping over its GQA group), the whole-head pass of
+// short sequences, the extrema corrections, and TiledBackward, which runs them in order.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_SKELETON_TILED_BACKWARD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_SKELETON_TILED_BACKWARD_INL_H_
+#undef LPATTN_KERNELS_SKELETON_TILED_BACKWARD_INL_H_
+#else
+#define LPATTN_KERNELS_SKELETON_TILED_BACKWARD_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+#include "kernels/skeleton/attention_problem.h"
+#include "kernels/skeleton/backward_query_side-inl.h"
+#include "kernels/skeleton/matmul_tile-inl.h"
+#include "kernels/skeleton/sparse_tiles-inl.h"
+#include "kernels/skeleton/tile_sizes.h"
+#include "kernels/skeleton/tile_workspace-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The buffers of a key-side task: K and V of the keys [j0, j0 + nk) packed transposed into
+// panels `width` wide (K times the scale, so that scores come out scaled; dK picks the scale
+// up at the end), the score and gradient tiles, and the zeroed dK and dV accumulators.
+struct KeySide {
+  float *k_panel, *v_panel, *weights, *grads, *dk, *dv;
+};
+HWY_INLINE KeySide BeginKeySide(const AttentionProblem& p, const HeadRows& k, const HeadRows& v,
+                                size_t j0, size_t nk, size_t width, TileWorkspace& ws) {
+  const KeySide side{ws.panel_a.get(), ws.panel_b.get(), ws.scores.get(),
+                     ws.grads.get(),   ws.acc_a.get(),   ws.acc_b.get()};
+  PackTransposed(k, j0, nk, p.dim, p.scale, width, side.k_panel);
+  PackTransposed(v, j0, nk, p.dim, 1.0f, width, side.v_panel);
+  const size_t padded_dim = PaddedDim(p.dim);
+  std::fill(side.dk, side.dk + width * padded_dim, 0.0f);
+  std::fill(side.dv, side.dv + width * padded_dim, 0.0f);
+  return side;
+}
+
+// Stores the dK (times the scale) and dV rows of the keys [j0, j0 + nk).
+HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& args, size_t b,
+                              size_t kv_head, size_t j0, size_t nk, const float* dk,
+                              const float* dv) {
+  const size_t padded_dim = PaddedDim(p.dim);
+  StoreRows(dk, nk, p.dim, padded_dim, nullptr, p.scale, RowOf(args.dk, b, kv_head, j0),
+            size_t(args.dk.strides.token));
+  StoreRows(dv, nk, p.dim, padded_dim, nullptr, 1.0f, RowOf(args.dv, b, kv_head, j0),
+            size_t(args.dv.strides.token));
+}
+
+// Key side: dK and dV of one key tile, summed over the query heads of its GQA group and all
+// query tiles in a fixed order.
+template <class Transform>
+void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                       const float* params, const QueryTileRecord* records = nullptr) {
+  const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim);
+  const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
+  ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
+    const auto [b, kv_head, j0, nk] = SplitTask(task, p.kv_heads, p.kv_len, kTileK);
+    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
+    const auto [k_panel, v_panel, weights, grads, dk, dv] =
+        BeginKeySide(p, k, v, j0, nk, kTileK, ws);
+
+    const size_t first_query = p.FirstQuerySeeing(j0);
+    for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
+      const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
+      const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
+      for (size_t i0 = first_query / kTileQ * kTileQ; i0 < p.q_len; i0 += kTileQ) {
+        const size_t nq = std::min(kTileQ, p.q_len - i0);
+        if constexpr (Transform::kSparseWeights) {
+          const QueryTileRecord& record = records[(b * p.heads + h) * q_tiles + i0 / kTileQ];
+          const size_t kt = j0 / kTileK;
+          if (!record.crowded[kt]) {  // the query side's survivors: dV += c a dO, dK += dS Q
+            for (uint32_t r = record.begin[kt]; r < record.begin[kt + 1]; ++r) {
+              const Survivor& e = record.survivors[r];
+              AddScaledRow(e.w, d_o.row(i0 + e.i), dim, dv + e.j * padded_dim);
+              AddScaledRow(e.ds, q.row(i0 + e.i), dim, dk + e.j * padded_dim);
+            }
+            continue;
+          }
+        }
+        MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
+                      kTileK, dim);
+        if constexpr (Transform::kSparseWeights) {
+          if (!SparseKeyTile(p, tr, q, d_o, RowsOf(args.v, b, kv_head), head_params, i0, nq, j0,
+                             nk, ws, dk, dv)) {
+            continue;  // nothing survived, or the survivors are done
+          }
+        } else {
+          MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {v_panel, kTileK}, {grads, kTileK},
+                        nq, kTileK, dim);
+          // Rows are queries here: per-row parameters are broadcast, keys run along vectors.
+          WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+            for (size_t i = 0; i < nq; ++i) {
+              const size_t end = p.VisibleEnd(i0 + i);
+              const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
+              WeighRowAndGrad(fixed, weights + i * kTileK, grads + i * kTileK, kTileK, limit,
+                              head_params + (i0 + i) * Transform::kRowParams);
+            }
+          });
+        }
+        // Key j of the tile is seen by the tile's queries [begin_j, nq).
+        for (size_t j = 0; j < nk; ++j) {
+          const size_t first = p.FirstQuerySeeing(j0 + j);
+          ws.range_begin[j] = uint32_t(std::clamp(first, i0, i0 + nq) - i0);
+          ws.range_end[j] = uint32_t(nq);
+        }
+        const RhsView do_rows = DimRows(d_o, i0, nq, dim, padded_dim, ws.rows.get());
+        MatMulRanged({weights, 1, kTileK}, do_rows, {dv, padded_dim}, nk, padded_dim,
+                     ws.range_begin, ws.range_end);
+        const RhsView q_rows = DimRows(q, i0, nq, dim, padded_dim, ws.rows2.get());
+        MatMulRanged({grads, 1, kTileK}, q_rows, {dk, padded_dim}, nk, padded_dim,
+                     ws.range_begin, ws.range_end);
+      }
+    }
+    FinishKeySide(p, args, b, kv_head, j0, nk, dk, dv);
+  });
+}
+
+// Short sequences (every query and every key of a head within one tile): one task per
+// (batch, kv head) computes the scores, weights and dS of each head of its group once and
+// all three gradients from them, where the two passes would each recompute them.
+//   W, dS = policy(Q K^T, dO V^T);  dQ = dS K;  dV += W^T dO;  dK += dS^T Q
+HWY_INLINE bool FitsOneTile(const AttentionProblem& p) {
+  return p.q_len <= kTileMax && p.kv_len <= kTileMax;
+}
+
+template <class Transform>
+void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                       const float* params) {
+  const size_t dim = p.dim, padded_dim = PaddedDim(dim), nq = p.q_len, nk = p.kv_len;
+  const hn::ScalableTag<float> d;
+  const size_t width = hwy::RoundUpTo(nk, hn::Lanes(d));  // keys along vectors
+  ParallelTiles(p.batch * p.kv_heads, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
+    const size_t b = task / p.kv_heads, kv_head = task % p.kv_heads;
+    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
+    const auto [k_panel, v_panel, weights, grads, dk, dv] = BeginKeySide(p, k, v, 0, nk, width, ws);
+    float* dq = ws.acc_c.get();
+
+    for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
+      const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
+      const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
+      MatMul<false>({q.row(0), q.token_stride, 1}, {k_panel, width}, {weights, width}, nq, width,
+                    dim);
+      MatMul<false>({d_o.row(0), d_o.token_stride, 1}, {v_panel, width}, {grads, width}, nq,
+                    width, dim);
+      WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
+        for (size_t i = 0; i < nq; ++i) {
+          const size_t limit = std::min(p.VisibleEnd(i), nk);
+          WeighRowAndGrad(fixed, weights + i * width, grads + i * width, width, limit,
+                          head_params + i * Transform::kRowParams);
+          ws.range_begin[i] = 0;  // query i reads keys [0, limit)
+          ws.range_end[i] = uint32_t(limit);
+        }
+      });
+      std::fill(dq, dq + nq * padded_dim, 0.0f);
+      MatMulRanged({grads, width, 1}, DimRows(k, 0, nk, dim, padded_dim, ws.rows.get()),
+                   {dq, padded_dim}, nq, padded_dim, ws.range_begin, ws.range_end);
+      StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, 0),
+                size_t(args.dq.strides.token));
+      for (size_t j = 0; j < nk; ++j) {  // key j is seen by queries [first, nq)
+        ws.range_begin[j] = uint32_t(std::min(p.FirstQuerySeeing(j), nq));
+        ws.range_end[j] = uint32_t(nq);
+      }
+      MatMulRanged({weights, 1, width}, DimRows(d_o, 0, nq, dim, padded_dim, ws.rows.get()),
+                   {dv, padded_dim}, nk, padded_dim, ws.range_begin, ws.range_end);
+      MatMulRanged({grads, 1, width}, DimRows(q, 0, nq, dim, padded_dim, ws.rows2.get()),
+                   {dk, padded_dim}, nk, padded_dim, ws.range_begin, ws.range_end);
+    }
+    FinishKeySide(p, args, b, kv_head, 0, nk, dk, dv);
+  });
+}
+
+// dS's extrema corrections as rank-one updates: for each row, dm at its argmax key and da at
+// its argmin key, so dQ_i += scale (dm k_argmax + da k_argmin) and dK_argmax += scale dm q_i,
+// dK_argmin += scale da q_i. One task per (batch, kv head) writes its keys' dK and its heads'
+// dQ rows, in row order.
+template <class Transform>
+void ExtremaCorrections(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
+                        const float* corrections) {
+  ParallelTiles(p.batch * p.kv_heads, [&](size_t task, TileWorkspace&) {
+    const size_t b = task / p.kv_heads, kv_head = task % p.kv_heads;
+    const HeadRows k = RowsOf(args.k, b, kv_head);
+    for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
+      const HeadRows q = RowsOf(args.q, b, h);
+      for (size_t i = 0; i < p.q_len; ++i) {
+        const size_t row = (b * p.heads + h) * p.q_len + i;
+        const float terms[2] = {p.scale * corrections[2 * row], p.scale * corrections[2 * row + 1]};
+        const size_t keys[2] = {tr.Argmax(row), tr.Argmin(row)};
+        float* dq = RowOf(args.dq, b, h, i);
+        for (size_t e = 0; e < 2; ++e) {
+          if (terms[e] == 0.0f) continue;
+          float* dk = RowOf(args.dk, b, kv_head, keys[e]);
+          for (size_t c = 0; c < p.dim; ++c) {
+            dq[c] += terms[e] * k.row(keys[e])[c];
+            dk[c] += terms[e] * q.row(i)[c];
+          }
+        }
+      }
+    }
+  });
+}
+
+// Full backward: the row parameters (and, if the transform needs them, its row terms), then
+// short sequences in one pass, long ones as the query side and then the key side, then the
+// transform's extrema corrections.
+template <class Transform>
+void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr) {
+  const size_t rows = p.batch * p.heads * p.q_len;
+  std::vector<float> params(rows * Transform::kRowParams);
+  std::vector<double> sink_partials(p.batch * p.heads);
+  BackwardRowParams(p, args, tr, params.data(), sink_partials.data());
+  std::vector<float> corrections;
+  if constexpr (Transform::kHasRowTerms && !Transform::kSparseWeights) {
+    if (tr.NeedsRowTerms()) {
+      corrections.assign(2 * rows, 0.0f);
+      // Long sequences sum the terms inside the query side (TiledBackwardQueries).
+      if (FitsOneTile(p)) RowTermsPass(p, args, tr, params.data(), corrections.data());
+    }
+  }
+  // Sparse transforms take the two passes at every length: their query side gathers the row
+  // sums and records the survivors that the key side then needs no score product for.
+  if constexpr (Transform::kSparseWeights) {
+    std::vector<QueryTileRecord> records(p.batch * p.heads * hwy::DivCeil(p.q_len, kTileQ));
+    TiledBackwardQueries(p, args, tr, params.data(), records.data());
+    TiledBackwardKeys(p, args, tr, params.data(), records.data());
+  } else if (FitsOneTile(p)) {
+    WholeHeadBackward(p, args, tr, params.data());
+  } else {
+    TiledBackwardQueries(p, args, tr, params.data(), nullptr,
+                         corrections.empty() ? nullptr : corrections.data());
+    TiledBackwardKeys(p, args, tr, params.data());
+  }
+  if constexpr (Transform::kHasRowTerms && !Transform::kSparseWeights) {
+    if (!corrections.empty()) ExtremaCorrections(p, args, tr, corrections.data());
+  }
+  if (p.sink_logits != nullptr && args.d_sink != nullptr) {  // learned sinks only
+    for (size_t h = 0; h < p.heads; ++h) {
+      double sum = 0.0;  // a fixed summation order: the result is thread-count independent
+      for (size_t b = 0; b < p.batch; ++b) sum += sink_partials[b * p.heads + h];
+      args.d_sink[h] = float(sum);
+    }
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

@@ -1,0 +1,154 @@
+// Row transform policy of exact softmax (docs/math.md §1, §1.1): the online max/normaliser in the
+// forward pass, and p = exp(s - lse), dS = p (dP - Delta) in the backward pass.
+//
+// The skeleton hands the forward a score tile stored key-major (st[j * kTileQ + i], key j,
+// query i), so every per-row reduction over keys is a vertical vector op across kTileQ
+// queries and no horizontal reduction is needed.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_TRANSFORMS_SOFTMAX_TRANSFORM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_TRANSFORMS_SOFTMAX_TRANSFORM_INL_H_
+#undef LPATTN_KERNELS_TRANSFORMS_SOFTMAX_TRANSFORM_INL_H_
+#else
+#define LPATTN_KERNELS_TRANSFORMS_SOFTMAX_TRANSFORM_INL_H_
+#endif
+
+#include <stddef.h>
+
+#include <cmath>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+#include "kernels/skeleton/fast_exp-inl.h"
+#include "kernels/skeleton/tile_sizes.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// exp for weights: a NaN score must reach the row's output instead of being hidden.
+template <class D, class V>
+HWY_INLINE V ExpKeepNaN(D d, V x) {
+  return hn::IfThenElse(hn::IsNaN(x), x, ExpClamped(d, x));
+}
+
+struct SoftmaxTransform {
+  static constexpr bool kRowStatsPass = false;  // online: one pass with rescaling
+  static constexpr bool kHasRowTerms = false;   // dS is elementwise given Delta
+  static constexpr bool kSparseWeights = false;  // exp leaves no exact zeros to skip
+  static constexpr size_t kRowParams = 2;       // the backward's row: lse, Delta
+  float* lse = nullptr;              // [batch, heads, q_len], written by the forward
+  const float* saved_lse = nullptr;  // the same, read by the backward
+
+  // Running state of the kTileQ rows of one query tile.
+  struct ForwardState {
+    HWY_ALIGN float m[kTileQ];  // running max (starts at the sink logit)
+    HWY_ALIGN float z[kTileQ];  // running normaliser, relative to m
+  };
+
+  // §1.1: the online state starts with m = tau, Z = 1 with a sink, m = -inf, Z = 0 without.
+  static void BeginForward(ForwardState& state, bool has_sink, float sink_logit, size_t) {
+    for (size_t i = 0; i < kTileQ; ++i) {
+      state.m[i] = has_sink ? sink_logit : -std::numeric_limits<float>::infinity();
+      state.z[i] = has_sink ? 1.0f : 0.0f;
+    }
+  }
+
+  // §1 forward, one key tile: scores st (nk keys x `columns` queries of a kTileQ-wide tile,
+  // already scaled) become exp(s - m_new) in place; alpha[i] = exp(m_old - m_new) rescales row i's accumulator.
+  // Query i sees keys j < visible[i]; `all_visible` skips the mask on interior tiles.
+  static void WeighTile(float* HWY_RESTRICT st, size_t nk, size_t columns,
+                        const float* HWY_RESTRICT visible, bool all_visible, ForwardState& state,
+                        float* HWY_RESTRICT alpha) {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+    for (size_t i = 0; i < columns; i += N) {
+      const auto limit = hn::LoadU(d, visible + i);
+      auto row_max = neg_inf;
+      for (size_t j = 0; j < nk; ++j) {
+        auto s = hn::LoadU(d, st + j * kTileQ + i);
+        if (!all_visible) s = hn::IfThenElse(hn::Lt(hn::Set(d, float(j)), limit), s, neg_inf);
+        row_max = hn::Max(row_max, s);
+      }
+      const auto m_old = hn::LoadU(d, state.m + i);
+      const auto m_new = hn::Max(m_old, row_max);
+      // exp(-inf - -inf) is NaN; Highway's Exp turns it into 0, which is right here: such a row
+      // has seen nothing yet, so its accumulator and normaliser are 0 anyway.
+      const auto rescale = hn::Exp(d, hn::Sub(m_old, m_new));
+      auto z = hn::Mul(hn::LoadU(d, state.z + i), rescale);
+      for (size_t j = 0; j < nk; ++j) {
+        float* s_ptr = st + j * kTileQ + i;
+        auto p = ExpKeepNaN(d, hn::Sub(hn::LoadU(d, s_ptr), m_new));
+        if (!all_visible) p = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), p);
+        z = hn::Add(z, p);
+        hn::StoreU(p, d, s_ptr);
+      }
+      hn::StoreU(m_new, d, state.m + i);
+      hn::StoreU(z, d, state.z + i);
+      hn::StoreU(rescale, d, alpha + i);
+    }
+  }
+
+  // §1 forward, end of the row: the output factor 1/Z (0 for a row with nothing, sink
+  // included, to normalise) and lse = m + log Z.
+  void FinishForward(const ForwardState& state, size_t nq, float* out_factor, size_t row) const {
+    for (size_t i = 0; i < nq; ++i) {
+      const float z = state.z[i];
+      out_factor[i] = z > 0.0f ? 1.0f / z : (z == 0.0f ? 0.0f : z);
+      lse[row + i] = state.m[i] + std::log(z);
+    }
+  }
+
+  void RowParams(size_t row, float delta, float* out) const {
+    out[0] = saved_lse[row];
+    out[1] = delta;
+  }
+
+  // §1 backward: p = exp(s - lse) with s already scaled, dS = p (dP - Delta).
+  template <class D, class V>
+  static HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) {
+    w = ExpKeepNaN(d, hn::Sub(s, row[0]));
+    ds = hn::Mul(w, hn::Sub(dp, row[1]));
+  }
+};
+
+// Softmax whose weights are taken against each row's final max: a statistics pass first, so
+// that every weight fed to P V is exp(s - m_i) <= 1 with m_i the row's max (sink included),
+// what P quantization (docs/math.md §4) rounds. WeighTile is SoftmaxTransform's: with m already final
+// its rescale factors are all 1.
+struct FinalMaxSoftmaxTransform : SoftmaxTransform {
+  static constexpr bool kRowStatsPass = true;
+
+  static void ObserveTile(const float* HWY_RESTRICT st, size_t nk, size_t columns, size_t,
+                          const float* HWY_RESTRICT visible, bool all_visible,
+                          ForwardState& state) {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+    for (size_t i = 0; i < columns; i += N) {
+      const auto limit = hn::LoadU(d, visible + i);
+      const auto m_old = hn::LoadU(d, state.m + i);
+      auto m = m_old;
+      for (size_t j = 0; j < nk; ++j) {
+        auto s = hn::LoadU(d, st + j * kTileQ + i);
+        if (!all_visible) s = hn::IfThenElse(hn::Lt(hn::Set(d, float(j)), limit), s, neg_inf);
+        m = hn::Max(m, s);
+      }
+      // A sink's share of Z (1 at m = tau) follows the max, as in WeighTile.
+      const auto z = hn::Mul(hn::LoadU(d, state.z + i), hn::Exp(d, hn::Sub(m_old, m)));
+      hn::StoreU(m, d, state.m + i);
+      hn::StoreU(z, d, state.z + i);
+    }
+  }
+  static void EndObserving(ForwardState&, size_t) {}
+};
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

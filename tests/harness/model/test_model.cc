@@ -1,0 +1,323 @@
+// The whole GPT's gradient against central finite differences of its loss, per arm, on a
+// sample of parameters from every tensor (docs/harness.md §1; the layers have their own
+// finite-difference tests in test_layers.cc).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <random>
+#include <vector>
+
+#include "harness/model/model.h"
+#include "harness/train/data.h"
+#include "kernels/kinterval.h"
+#include "tbb/task_arena.h"
+
+namespace lpattn::harness {
+namespace {
+
+// Random bytes from a small alphabet, B windows of T + 1.
+std::vector<uint8_t> Window(size_t B, size_t T, uint64_t seed) {
+  std::vector<uint8_t> w(B * (T + 1));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = uint8_t('a' + SplitMix64(seed, 9, i) % 12);
+  return w;
+}
+
+// The small model of these tests: 2 layers, 2 heads, 16 channels, context 8.
+ModelConfig SmallModel() {
+  ModelConfig m;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.n_embd = 16;
+  m.context = 8;
+  return m;
+}
+
+// Inputs and next-token targets of B windows of T tokens.
+struct Batch {
+  std::vector<uint8_t> inputs, targets;
+};
+Batch MakeBatch(size_t B, size_t T, uint64_t seed) {
+  const std::vector<uint8_t> w = Window(B, T, seed);
+  Batch batch{std::vector<uint8_t>(B * T), std::vector<uint8_t>(B * T)};
+  for (size_t b = 0; b < B; ++b) {
+    std::copy_n(w.begin() + long(b * (T + 1)), T, batch.inputs.begin() + long(b * T));
+    std::copy_n(w.begin() + long(b * (T + 1) + 1), T, batch.targets.begin() + long(b * T));
+  }
+  return batch;
+}
+
+class ModelGradientTest : public ::testing::TestWithParam<std::string> {};
+
+// Float forward passes make the finite differences noisy: with h = 2e-3 the truncation error
+// (O(h^2); at h = 1e-2 it reaches 14% on position embeddings feeding a LayerNorm) and the
+// rounding error (about eps * |L| / h = 2e-4) both stay well under the bound
+// 2% |g| + 5e-4. A parameter is checked when its gradient is at least 1% of the tensor's
+// largest and at least 0.01, where that bound is meaningful: a gradient off by 10% fails it.
+TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
+  const size_t B = 2, T = 8;
+  Gpt model(SmallModel(), GetParam(), B);
+  model.InitParams(5);
+  // Larger than the 0.02 init so every path carries signal (and the sink logits are nonzero).
+  for (float& p : model.params()) p *= 5.0f;
+  const Batch batch = MakeBatch(B, T, 1);
+  const std::vector<uint8_t>& in = batch.inputs;
+  const std::vector<uint8_t>& tg = batch.targets;
+  tbb::task_arena arena(1);
+  arena.execute([&] {
+    model.Forward(in.data(), tg.data(), B);
+    model.Backward();
+    const std::vector<float> grads = model.grads();
+    size_t checked = 0;
+    for (const ParamTensor& t : model.tensors()) {
+      float largest = 0.0f;
+      for (size_t i = t.offset; i < t.offset + t.size; ++i) largest = std::max(largest, std::abs(grads[i]));
+      if (largest == 0.0f) continue;
+      // Up to 6 elements per tensor: the largest gradient and evenly spaced others.
+      std::vector<size_t> sample = {size_t(std::max_element(grads.begin() + long(t.offset),
+                                                          grads.begin() + long(t.offset + t.size),
+                                                          [](float a, float b) { return std::abs(a) < std::abs(b); }) -
+                                           grads.begin())};
+      for (size_t k = 1; k < 6; ++k) sample.push_back(t.offset + k * t.size / 6);
+      for (size_t i : sample) {
+        if (std::abs(grads[i]) < std::max(0.01f * largest, 0.01f)) continue;
+        const float saved = model.params()[i];
+        const float h = 2e-3f;
+        model.params()[i] = saved + h;
+        const double up = model.Forward(in.data(), tg.data(), B);
+        model.params()[i] = saved - h;
+        const double down = model.Forward(in.data(), tg.data(), B);
+        model.params()[i] = saved;
+        const double fd = (up - down) / (2.0 * h);
+        const double bound = 0.02 * std::abs(grads[i]) + 5e-4;
+        EXPECT_NEAR(fd, grads[i], bound) << t.name << " element " << i - t.offset;
+        EXPECT_GT(std::abs(fd - 1.1 * grads[i]), bound)
+            << "the bound would not catch a 10% error at " << t.name;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, model.tensors().size());
+  });
+}
+
+// (K-interval arms are not here: a parameter step moves many scores at once, so the finite
+// differences cross the grid's nodes, where lerp's slope jumps. Its kernels are checked
+// against the reference, whose gradient is checked by finite differences; the arm's wiring
+// is checked below.)
+// (tda arms are not here either: see ThresholdArmMatchesFiniteDifferences below.)
+INSTANTIATE_TEST_SUITE_P(Arms, ModelGradientTest,
+                         ::testing::Values("exact", "sink", "offbyone", "outgate", "normgate",
+                                           "projgate", "sink+normgate", "sink+projgate"));
+
+// The tda arm on its own, loss = sum(w * out), against central differences of every 7th input
+// and parameter (lambda inside [0, 1]). The whole-model test above does not suit it: a row
+// whose kernel output is near zero (no or barely surviving weights, or a1 ~ lambda a2) is
+// scaled up to unit RMS by the RMSNorm after the kernel, so a step that lets one weight
+// survive moves the output by O(1) there. Such rows are rare here, and at most 2% of the
+// checked entries may miss; a wiring error misses nearly all of them.
+TEST(Model, ThresholdArmMatchesFiniteDifferences) {
+  for (const char* spec : {"tda", "tda:views=1,p=3"}) {
+    const ArmShape s{2, 8, 16, 2};
+    const std::unique_ptr<AttentionArm> arm = MakeArm(spec);
+    size_t n_params = 0;
+    for (const ArmParam& p : arm->LayerParams(SmallModel())) n_params += p.size;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> params(n_params), qkv(s.B * s.T * 3 * s.C), x(s.B * s.T * s.C),
+        w(s.B * s.T * s.C);
+    for (float& p : params) p = 0.3f * normal(rng);
+    if (std::string(spec) == "tda") params.back() = 0.6f;  // lambda, inside [0, 1]
+    for (std::vector<float>* v : {&qkv, &x, &w}) {
+      for (float& e : *v) e = normal(rng);
+    }
+    std::vector<float> act(arm->ActivationFloats(s)), out(w.size());
+    auto loss = [&] {
+      arm->Forward(s, params.data(), qkv.data(), x.data(), act.data(), out.data());
+      double sum = 0.0;
+      for (size_t i = 0; i < w.size(); ++i) sum += double(w[i]) * out[i];
+      return sum;
+    };
+    loss();
+    std::vector<float> dparams(n_params, 0.0f), dqkv(qkv.size()), dx(x.size(), 0.0f);
+    arm->Backward(s, params.data(), dparams.data(), qkv.data(), x.data(), act.data(),
+                  out.data(), w.data(), dqkv.data(), dx.data());
+    size_t checked = 0, missed = 0;
+    auto check = [&](std::vector<float>& v, const std::vector<float>& grad) {
+      for (size_t i = 0; i < v.size(); i += 7) {
+        const float saved = v[i];
+        v[i] = saved + 1e-3f;
+        const double up = loss();
+        v[i] = saved - 1e-3f;
+        const double down = loss();
+        v[i] = saved;
+        const double fd = (up - down) / 2e-3;
+        ++checked;
+        missed += std::abs(fd - grad[i]) > 0.02 * std::abs(fd) + 2e-3 ? 1 : 0;
+      }
+    };
+    check(qkv, dqkv);
+    check(x, dx);
+    check(params, dparams);
+    EXPECT_LE(missed, checked / 50) << spec << ": " << missed << " of " << checked;
+    EXPECT_GT(checked, 100u);
+  }
+}
+
+// Diagnostics on attention whose weights are known: zero queries and keys make every score 0,
+// so the off-by-one softmax gives each of row i's i + 1 keys and the sink 1 / (i + 2), and the
+// thresholded weights (cosines 0, tau >= 0) are all exact zeros.
+TEST(Model, DiagnosticsOfKnownWeights) {
+  const ArmShape s{2, 4, 8, 2};
+  const std::vector<float> qkv(s.B * s.T * 3 * s.C, 0.0f), x(s.B * s.T * s.C, 0.0f);
+  double first = 0.0;
+  for (size_t i = 0; i < s.T; ++i) first += 1.0 / double(i + 2);
+  {
+    const std::unique_ptr<AttentionArm> arm = MakeArm("offbyone");
+    EXPECT_TRUE(arm->HasSink());
+    std::vector<HeadDiagnostics> heads(s.n_head);
+    arm->Diagnose(s, nullptr, qkv.data(), x.data(), nullptr, heads.data());
+    for (const HeadDiagnostics& d : heads) {
+      EXPECT_EQ(d.rows, double(s.B * s.T));
+      EXPECT_EQ(d.visible, double(s.B * s.T * (s.T + 1) / 2));
+      EXPECT_EQ(d.zeros, 0.0);
+      EXPECT_NEAR(d.first_mass, double(s.B) * first, 1e-12);
+      EXPECT_NEAR(d.abstention, double(s.B) * first, 1e-12);
+    }
+  }
+  {
+    const std::unique_ptr<AttentionArm> arm = MakeArm("tda");
+    EXPECT_FALSE(arm->HasSink());
+    ModelConfig m = SmallModel();
+    m.n_embd = int(s.C);
+    size_t n_params = 0;
+    for (const ArmParam& p : arm->LayerParams(m)) n_params += p.size;
+    std::vector<float> params(n_params, 0.0f);  // view 2's projection and bias 0: q2 = k2 = 0
+    params.back() = 0.5f;                        // lambda
+    std::vector<float> act(arm->ActivationFloats(s)), out(x.size());
+    arm->Forward(s, params.data(), qkv.data(), x.data(), act.data(), out.data());
+    std::vector<HeadDiagnostics> heads(s.n_head);
+    arm->Diagnose(s, params.data(), qkv.data(), x.data(), act.data(), heads.data());
+    for (const HeadDiagnostics& d : heads) {
+      EXPECT_EQ(d.zeros, d.visible);
+      EXPECT_EQ(d.first_mass, 0.0);
+    }
+  }
+}
+
+// The kint arm is exactly the K-interval kernels on the [B, T, H, D] views of qkv: the same
+// bits as calling them directly, forward and backward, with its saved statistics (indices
+// included) carried through the activation arena.
+TEST(Model, KIntervalArmIsTheKernel) {
+  const ArmShape s{2, 8, 16, 2};
+  const std::string spec = "kint:K=4,cal=window,W=3,ste=weight";
+  const std::unique_ptr<AttentionArm> arm = MakeArm(spec);
+  EXPECT_EQ(arm->Name(), spec);
+  EXPECT_TRUE(arm->LayerParams(ModelConfig{}).empty());
+  std::vector<float> qkv(s.B * s.T * 3 * s.C), dout(s.B * s.T * s.C);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = float(SplitMix64(3, 0, i) % 2001) / 500.0f - 2.0f;
+  for (size_t i = 0; i < dout.size(); ++i) dout[i] = float(SplitMix64(3, 1, i) % 2001) / 1000.0f - 1.0f;
+  std::vector<float> act(arm->ActivationFloats(s)), out(dout.size()), dqkv(qkv.size());
+  arm->Forward(s, nullptr, qkv.data(), nullptr, act.data(), out.data());
+  arm->Backward(s, nullptr, nullptr, qkv.data(), nullptr, act.data(), out.data(), dout.data(),
+                dqkv.data(), nullptr);
+
+  const size_t rows = s.B * s.n_head * s.T;
+  const Strides in{int64_t(s.T * 3 * s.C), int64_t(s.head_dim()), int64_t(3 * s.C)};
+  const Strides o{int64_t(s.T * s.C), int64_t(s.head_dim()), int64_t(s.C)};
+  const AttentionShape shape{2, 2, 2, 8, 8, 8};
+  AttentionOptions options;
+  options.causal = true;
+  const KIntervalOptions kint = ParseKInterval("K=4,cal=window,W=3,ste=weight");
+  std::vector<float> stats(4 * rows), out2(out.size()), dqkv2(dqkv.size());
+  std::vector<int32_t> argmax(rows), argmin(rows);
+  const KIntervalSaved saved{stats.data(), stats.data() + rows, stats.data() + 2 * rows,
+                             stats.data() + 3 * rows, argmax.data(), argmin.data()};
+  KIntervalForward(shape, options, kint,
+                   {{qkv.data(), in}, {qkv.data() + s.C, in}, {qkv.data() + 2 * s.C, in},
+                    {out2.data(), o}, saved});
+  KIntervalBackward(shape, options, kint,
+                    {{qkv.data(), in}, {qkv.data() + s.C, in}, {qkv.data() + 2 * s.C, in},
+                     {out2.data(), o}, {dout.data(), o}, saved, {dqkv2.data(), in},
+                     {dqkv2.data() + s.C, in}, {dqkv2.data() + 2 * s.C, in}});
+  EXPECT_EQ(out, out2);
+  EXPECT_EQ(dqkv, dqkv2);
+  EXPECT_TRUE(std::any_of(dqkv.begin(), dqkv.end(), [](float x) { return x != 0.0f; }));
+}
+
+TEST(Model, UnknownArmIsRejected) {
+  EXPECT_THROW(Gpt(ModelConfig{}, "softmax2", 1), std::invalid_argument);
+  try {
+    Gpt(ModelConfig{}, "kint:K=4,round=nearest,ste=exact", 1);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("nearest"), std::string::npos) << e.what();
+  }
+}
+
+// The evaluation swap both ways between exact softmax and K-interval (neither has per-layer
+// parameters): the loss changes, and large K brings it close to exact's.
+TEST(Model, KIntervalEvaluationSwap) {
+  Gpt model(SmallModel(), "exact", 2);
+  model.InitParams(7);
+  for (float& p : model.params()) p *= 5.0f;
+  const Batch batch = MakeBatch(2, 8, 2);
+  const std::vector<uint8_t>& in = batch.inputs;
+  const std::vector<uint8_t>& tg = batch.targets;
+  const float exact = model.Forward(in.data(), tg.data(), 2);
+  model.SetArm("kint:K=2");
+  const float coarse = model.Forward(in.data(), tg.data(), 2);
+  model.SetArm("kint:K=64");
+  const float fine = model.Forward(in.data(), tg.data(), 2);
+  model.SetArm("exact");
+  EXPECT_EQ(model.Forward(in.data(), tg.data(), 2), exact);
+  EXPECT_NE(coarse, exact);
+  EXPECT_LT(std::abs(fine - exact), std::abs(coarse - exact));
+}
+
+// "+<precision>" gives any arm low-precision operands (docs/harness.md §1), composite arms
+// included (their inner softmax is what quantizes): the loss moves a little, not a lot, and
+// the arm's name is the canonical spec.
+TEST(Model, LowPrecisionArms) {
+  EXPECT_EQ(MakeArm("exact+qk=int8,pv=fp8e4m3")->Name(), "exact+qk=int8:pv=fp8e4m3");
+  EXPECT_EQ(MakeArm("sink+normgate+qk=bf16")->Name(), "sink+normgate+qk=bf16");
+  EXPECT_EQ(MakeArm("kint:K=4,cal=window+qk=int8")->precision().qk, quant::Format::kInt8);
+  EXPECT_EQ(MakeArm("tda:views=1+pv=int8,gran=token")->Name(), "tda:views=1+pv=int8:gran=token");
+  EXPECT_EQ(MakeArm("exact+qk=fp32")->Name(), "exact");
+  EXPECT_EQ(MakeArm("sink+p=int8")->Name(), "sink+p=int8");
+  EXPECT_EQ(MakeArm("kint:K=4+p=int8")->precision().p, quant::Format::kInt8);
+  EXPECT_EQ(MakeArm("tda+p=fp8e4m3")->Name(), "tda+p=fp8e4m3");
+  try {
+    MakeArm("exact+qk=int4");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("exact+qk=int4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("int4"), std::string::npos) << e.what();
+  }
+  const Batch batch = MakeBatch(2, 8, 3);
+  for (const char* arm : {"exact", "sink+normgate", "outgate", "kint:K=16", "tda:views=1,beta=0"}) {
+    Gpt model(SmallModel(), arm, 2);
+    model.InitParams(4);
+    for (float& p : model.params()) p *= 5.0f;
+    const float fp32 = model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+    model.SetArm(std::string(arm) + "+qk=int8,pv=int8,gran=token");
+    const float int8 = model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+    EXPECT_NE(int8, fp32) << arm;
+    EXPECT_LT(std::abs(int8 - fp32), 0.05f * fp32) << arm;
+    model.Backward();
+    for (float g : model.grads()) ASSERT_TRUE(std::isfinite(g)) << arm;
+  }
+}
+
+TEST(Model, InitIsDeterministic) {
+  Gpt a(ModelConfig{}, "exact", 1), b(ModelConfig{}, "exact", 1);
+  a.InitParams(3);
+  b.InitParams(3);
+  EXPECT_EQ(a.params(), b.params());
+  b.InitParams(4);
+  EXPECT_NE(a.params(), b.params());
+}
+
+}  // namespace
+}  // namespace lpattn::harness

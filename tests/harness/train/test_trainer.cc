@@ -1,0 +1,141 @@
+// Training runs end to end on a generated corpus: the loss falls, runs are reproducible bit
+// for bit, an interrupted run resumed from its checkpoint ends where an uninterrupted one
+// does, the evaluation swap works, and bad requests fail before anything is written.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "harness/train/checkpoint.h"
+#include "harness/train/trainer.h"
+#include "tests/harness/harness_fixture.h"
+
+namespace lpattn::harness::test {
+namespace {
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// metrics.csv without its timing column (tokens/s is wall-clock, not a number of the run).
+std::string LossColumns(const std::string& run_dir) {
+  std::istringstream in(Slurp(run_dir + "/metrics.csv"));
+  std::string line, out;
+  while (std::getline(in, line)) out += line.substr(0, line.rfind(',')) + "\n";
+  return out;
+}
+
+TEST(Trainer, TinyRunLearnsAndWritesItsRunDirectory) {
+  ScratchDir dir("lpattn-train");
+  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  c.steps = 150;
+  c.eval_every = 50;
+  c.checkpoint_every = 50;
+  c.lr = 3e-3f;
+  const RunSummary s = TrainRun(c, dir / "run", false, nullptr);
+  // ln(256) = 5.55 nats is the uniform guess over bytes.
+  EXPECT_LT(s.final_val_loss, 0.55 * std::log(256.0));
+  EXPECT_GT(s.tokens_per_s, 0.0);
+  for (const char* f : {"config.json", "metrics.csv", "summary.json", "checkpoint.bin",
+                        "attention.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(dir / ("run/" + std::string(f)))) << f;
+  }
+  EXPECT_NE(Slurp(dir / "run/summary.json").find("final_val_loss"), std::string::npos);
+  // Diagnostics: one entry per layer and head, fractions in [0, 1], no abstention without a sink.
+  const nlohmann::json attention = nlohmann::json::parse(Slurp(dir / "run/attention.json"));
+  ASSERT_EQ(attention.at("layers").size(), size_t(c.model.n_layer));
+  EXPECT_EQ(attention.at("layers")[0].size(), size_t(c.model.n_head));
+  for (const char* key : {"zero_frac", "first_mass", "sink_rate"}) {
+    const double value = attention.at(key).get<double>();
+    EXPECT_GE(value, 0.0) << key;
+    EXPECT_LE(value, 1.0) << key;
+  }
+  EXPECT_GT(attention.at("first_mass").get<double>(), 0.0);
+  EXPECT_TRUE(attention.at("abstention").is_null());
+}
+
+TEST(Trainer, SameSeedSameNumbers) {
+  ScratchDir dir("lpattn-determinism");
+  const TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  const RunSummary a = TrainRun(c, dir / "a", false, nullptr);
+  const RunSummary b = TrainRun(c, dir / "b", false, nullptr);
+  EXPECT_EQ(a.final_val_loss, b.final_val_loss);
+  EXPECT_EQ(LossColumns(dir / "a"), LossColumns(dir / "b"));
+  EXPECT_EQ(ReadCheckpoint(dir / "a/checkpoint.bin").params,
+            ReadCheckpoint(dir / "b/checkpoint.bin").params);
+}
+
+TEST(Trainer, ResumeEndsIdenticalToAnUninterruptedRun) {
+  ScratchDir dir("lpattn-resume");
+  const TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  const RunSummary straight = TrainRun(c, dir / "straight", false, nullptr);
+  // Interrupt after step 27: the last checkpoint is the one at step 20.
+  auto stop = [](const Progress& p) {
+    if (p.step == 27) throw std::runtime_error("interrupted");
+  };
+  EXPECT_THROW(TrainRun(c, dir / "resumed", false, stop), std::runtime_error);
+  EXPECT_EQ(ReadCheckpoint(dir / "resumed/checkpoint.bin").step, 20);
+  const RunSummary resumed = TrainRun(c, dir / "resumed", true, nullptr);
+  EXPECT_EQ(straight.final_val_loss, resumed.final_val_loss);
+  EXPECT_EQ(LossColumns(dir / "straight"), LossColumns(dir / "resumed"));
+  EXPECT_EQ(ReadCheckpoint(dir / "straight/checkpoint.bin").params,
+            ReadCheckpoint(dir / "resumed/checkpoint.bin").params);
+}
+
+TEST(Trainer, EvaluationSwap) {
+  ScratchDir dir("lpattn-swap");
+  const TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  const RunSummary s = TrainRun(c, dir / "run", false, nullptr);
+  const std::string checkpoint = dir / "run/checkpoint.bin";
+  EXPECT_EQ(EvaluateCheckpoint(checkpoint, "", ""), s.final_val_loss);
+  EXPECT_EQ(EvaluateCheckpoint(checkpoint, "exact", ""), s.final_val_loss);
+  const double swapped = EvaluateCheckpoint(checkpoint, "offbyone", "");
+  EXPECT_TRUE(std::isfinite(swapped));
+  EXPECT_NE(swapped, s.final_val_loss);
+  // A sink needs per-layer logits that an exact model does not have.
+  EXPECT_THROW(EvaluateCheckpoint(checkpoint, "sink", ""), std::invalid_argument);
+}
+
+TEST(Trainer, BadRequestsFailBeforeWriting) {
+  ScratchDir dir("lpattn-bad");
+  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  TrainRun(c, dir / "run", false, nullptr);
+  const std::string config_before = Slurp(dir / "run/config.json");
+  const std::string metrics_before = Slurp(dir / "run/metrics.csv");
+
+  // A second run into the same directory.
+  EXPECT_THROW(TrainRun(c, dir / "run", false, nullptr), std::invalid_argument);
+  // Resuming with another config.
+  TrainConfig other = c;
+  other.lr *= 2.0f;
+  try {
+    TrainRun(other, dir / "run", true, nullptr);
+    ADD_FAILURE() << "resume with another config was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("lr"), std::string::npos) << e.what();
+  }
+  // A missing data file, an unknown arm.
+  TrainConfig missing = c;
+  missing.data = dir / "nope.txt";
+  EXPECT_THROW(TrainRun(missing, dir / "run2", false, nullptr), std::runtime_error);
+  EXPECT_FALSE(std::filesystem::exists(dir / "run2"));
+  TrainConfig bad_arm = c;
+  bad_arm.arm = "softmax2";
+  EXPECT_THROW(TrainRun(bad_arm, dir / "run3", false, nullptr), std::invalid_argument);
+  EXPECT_FALSE(std::filesystem::exists(dir / "run3"));
+
+  EXPECT_EQ(Slurp(dir / "run/config.json"), config_before);
+  EXPECT_EQ(Slurp(dir / "run/metrics.csv"), metrics_before);
+}
+
+}  // namespace
+}  // namespace lpattn::harness::test

@@ -1,0 +1,567 @@
+// The C API (kernels/lpattn.h): defaults, a forward and a backward call on cases whose answer
+// is known in closed form, and the error paths (status, message, outputs untouched).
+//
+// Over 500 lines on purpose: it is the one suite of lpattn.h, each entry point beside its
+// C++ counterpart and sharing the C-side buffers and checks at its top.
+#include "kernels/attention.h"
+#include "kernels/kinterval.h"
+#include "kernels/lpattn.h"
+#include "kernels/threshold.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr float kSentinel = -12345.0f;
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+// Dense [B, H, T, D] strides.
+lpattn_const_tensor ConstView(const std::vector<float>& data, int64_t heads, int64_t tokens,
+                              int64_t dim) {
+  return {data.data(), heads * tokens * dim, tokens * dim, dim};
+}
+lpattn_tensor View(std::vector<float>& data, int64_t heads, int64_t tokens, int64_t dim) {
+  return {data.data(), heads * tokens * dim, tokens * dim, dim};
+}
+
+// Deterministic, non-trivial values in [-1, 1).
+std::vector<float> Filled(size_t n, uint32_t seed) {
+  std::vector<float> out(n);
+  uint32_t x = seed * 2654435761u + 1u;
+  for (float& f : out) {
+    x = x * 1664525u + 1013904223u;
+    f = static_cast<float>(x >> 8) / static_cast<float>(1u << 24) * 2.0f - 1.0f;
+  }
+  return out;
+}
+
+// A small problem with dense buffers, valid unless a test breaks it.
+struct Problem {
+  lpattn_shape shape{};
+  lpattn_options options{};
+  std::vector<float> q, k, v, o, lse;
+
+  explicit Problem(lpattn_shape s) : shape(s) {
+    lpattn_default_options(&options);
+    q = Filled(QSize(), 1);
+    k = Filled(KSize(), 2);
+    v = Filled(KSize(), 3);
+    o.assign(QSize(), kSentinel);
+    lse.assign(static_cast<size_t>(s.batch * s.heads * s.q_len), kSentinel);
+  }
+  size_t QSize() const {
+    return static_cast<size_t>(shape.batch * shape.heads * shape.q_len * shape.head_dim);
+  }
+  size_t KSize() const {
+    return static_cast<size_t>(shape.batch * shape.kv_heads * shape.kv_len * shape.head_dim);
+  }
+  lpattn_const_tensor Q() const { return ConstView(q, shape.heads, shape.q_len, shape.head_dim); }
+  lpattn_const_tensor K() const {
+    return ConstView(k, shape.kv_heads, shape.kv_len, shape.head_dim);
+  }
+  lpattn_const_tensor V() const {
+    return ConstView(v, shape.kv_heads, shape.kv_len, shape.head_dim);
+  }
+  lpattn_tensor O() { return View(o, shape.heads, shape.q_len, shape.head_dim); }
+  lpattn_status Forward() {
+    return lpattn_exact_forward(&shape, &options, Q(), K(), V(), O(), lse.data());
+  }
+};
+
+lpattn_shape MakeShape(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
+                       int64_t kv_len, int64_t head_dim) {
+  return {batch, heads, kv_heads, q_len, kv_len, head_dim};
+}
+
+bool AllSentinel(const std::vector<float>& buffer) {
+  return std::all_of(buffer.begin(), buffer.end(), [](float x) { return x == kSentinel; });
+}
+
+// An invalid call: the status, a message naming the problem, and no output written.
+void ExpectRejected(Problem& p, lpattn_status status, const std::string& names) {
+  EXPECT_EQ(status, LPATTN_ERROR_INVALID_ARGUMENT);
+  const std::string message = lpattn_last_error();
+  EXPECT_FALSE(message.empty());
+  EXPECT_NE(Lower(message).find(Lower(names)), std::string::npos)
+      << "message \"" << message << "\" does not mention \"" << names << "\"";
+  EXPECT_TRUE(AllSentinel(p.o)) << "O was written by a rejected call";
+  EXPECT_TRUE(AllSentinel(p.lse)) << "lse was written by a rejected call";
+}
+
+TEST(CApi, DefaultOptions) {
+  lpattn_options options;
+  options.causal = 7;
+  options.scale = 3.0f;
+  options.sink = LPATTN_SINK_LEARNED;
+  float logit = 0.0f;
+  options.sink_logits = &logit;
+  options.threads = 5;
+  lpattn_default_options(&options);
+  EXPECT_EQ(options.causal, 0);
+  EXPECT_EQ(options.scale, 0.0f);
+  EXPECT_EQ(options.sink, LPATTN_SINK_NONE);
+  EXPECT_EQ(options.sink_logits, nullptr);
+  EXPECT_EQ(options.threads, 0);
+  EXPECT_EQ(options.precision, nullptr);
+  lpattn_default_options(nullptr);  // a no-op, not a crash
+}
+
+// docs/math.md §4 through the C API: the option text reaches the kernel (the output is the C++ call's with
+// the same precision), and bad text is rejected before anything is written.
+TEST(CApi, PrecisionOptionText) {
+  Problem p(MakeShape(1, 2, 1, 20, 20, 16));
+  p.options.causal = 1;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> fp32 = p.o;
+  p.options.precision = "qk=int8,pv=fp8e4m3,gran=token";
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  EXPECT_NE(p.o, fp32);
+  std::vector<float> o(p.o.size()), lse(p.lse.size());
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  options.precision = lpattn::ParsePrecision("qk=int8,pv=fp8e4m3,gran=token");
+  const lpattn::Strides q_strides{20 * 16 * 2, 20 * 16, 16}, kv_strides{20 * 16, 20 * 16, 16};
+  lpattn::ExactForward({1, 2, 1, 20, 20, 16}, options,
+                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
+                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
+  EXPECT_EQ(p.o, o);
+
+  Problem bad(MakeShape(1, 2, 1, 20, 20, 16));
+  bad.options.precision = "qk=int4";
+  ExpectRejected(bad, bad.Forward(), "int4");
+}
+
+TEST(CApi, Version) {
+  const std::string version = lpattn_version();
+  EXPECT_FALSE(version.empty());
+  EXPECT_EQ(std::count(version.begin(), version.end(), '.'), 2) << version;
+}
+
+TEST(CApi, LastErrorIsEmptyOnAFreshThread) {
+  std::string seen = "not run";
+  std::thread([&] { seen = lpattn_last_error(); }).join();
+  EXPECT_EQ(seen, "");
+}
+
+// One key: the softmax weight is 1, so O = V and lse is the score itself.
+TEST(CApi, ForwardWithOneKeyCopiesV) {
+  Problem p(MakeShape(2, 4, 2, 3, 1, 8));
+  p.options.scale = 0.5f;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const auto& s = p.shape;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t h = 0; h < s.heads; ++h) {
+      const int64_t kvh = h / (s.heads / s.kv_heads);
+      const float* k = &p.k[static_cast<size_t>((b * s.kv_heads + kvh) * s.head_dim)];
+      const float* v = &p.v[static_cast<size_t>((b * s.kv_heads + kvh) * s.head_dim)];
+      for (int64_t i = 0; i < s.q_len; ++i) {
+        const size_t row = static_cast<size_t>((b * s.heads + h) * s.q_len + i);
+        const float* q = &p.q[row * static_cast<size_t>(s.head_dim)];
+        double score = 0.0;
+        for (int64_t d = 0; d < s.head_dim; ++d) score += double{q[d]} * k[d];
+        score *= 0.5;
+        EXPECT_NEAR(p.lse[row], score, 1e-5) << "row " << row;
+        for (int64_t d = 0; d < s.head_dim; ++d) {
+          EXPECT_NEAR(p.o[row * static_cast<size_t>(s.head_dim) + static_cast<size_t>(d)], v[d],
+                      1e-6)
+              << "row " << row << " d " << d;
+        }
+      }
+    }
+  }
+}
+
+// Identical keys: equal weights, so O is the mean of V and lse = score + log(kv_len). The
+// default scale is 1 / sqrt(head_dim).
+TEST(CApi, ForwardWithEqualKeysAveragesV) {
+  Problem p(MakeShape(1, 2, 1, 2, 5, 4));
+  for (int64_t j = 0; j < p.shape.kv_len; ++j) {
+    std::copy(p.k.begin(), p.k.begin() + 4, p.k.begin() + j * 4);
+  }
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  for (int64_t row = 0; row < p.shape.heads * p.shape.q_len; ++row) {
+    double score = 0.0;
+    for (int64_t d = 0; d < 4; ++d) score += double{p.q[row * 4 + d]} * p.k[d];
+    EXPECT_NEAR(p.lse[row], score / 2.0 + std::log(5.0), 1e-5);
+    for (int64_t d = 0; d < 4; ++d) {
+      double mean = 0.0;
+      for (int64_t j = 0; j < 5; ++j) mean += p.v[j * 4 + d] / 5.0;
+      EXPECT_NEAR(p.o[row * 4 + d], mean, 1e-6);
+    }
+  }
+}
+
+// Off-by-one softmax with one key: weight e^s / (1 + e^s), lse = log(1 + e^s).
+TEST(CApi, ForwardOffByOneSink) {
+  Problem p(MakeShape(1, 1, 1, 1, 1, 2));
+  p.q = {1.0f, 2.0f};
+  p.k = {0.5f, 0.25f};
+  p.v = {3.0f, -1.0f};
+  p.options.scale = 1.0f;
+  p.options.sink = LPATTN_SINK_OFF_BY_ONE;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const double s = 1.0;
+  const double w = std::exp(s) / (1.0 + std::exp(s));
+  EXPECT_NEAR(p.lse[0], std::log1p(std::exp(s)), 1e-5);
+  EXPECT_NEAR(p.o[0], 3.0 * w, 1e-5);
+  EXPECT_NEAR(p.o[1], -1.0 * w, 1e-5);
+}
+
+// One key: P = 1 whatever the scores, so dS = 0 (dQ = dK = 0) and dV sums dO over the query
+// rows (and query heads) that read it.
+TEST(CApi, BackwardWithOneKey) {
+  Problem p(MakeShape(1, 2, 1, 3, 1, 4));
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> d_o = Filled(p.QSize(), 4);
+  std::vector<float> dq(p.QSize(), kSentinel), dk(p.KSize(), kSentinel),
+      dv(p.KSize(), kSentinel);
+  const auto& s = p.shape;
+  ASSERT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
+                                  ConstView(p.o, s.heads, s.q_len, s.head_dim),
+                                  ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
+                                  View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
+            LPATTN_OK)
+      << lpattn_last_error();
+  for (float x : dq) EXPECT_NEAR(x, 0.0f, 1e-5);
+  for (float x : dk) EXPECT_NEAR(x, 0.0f, 1e-5);
+  for (int64_t d = 0; d < s.head_dim; ++d) {
+    double sum = 0.0;
+    for (int64_t row = 0; row < s.heads * s.q_len; ++row) sum += d_o[row * s.head_dim + d];
+    EXPECT_NEAR(dv[d], sum, 1e-5);
+  }
+}
+
+TEST(CApi, LearnedSinkBackwardWritesDSink) {
+  Problem p(MakeShape(1, 2, 2, 3, 4, 8));
+  const std::vector<float> sink_logits = {0.25f, -0.5f};
+  p.options.sink = LPATTN_SINK_LEARNED;
+  p.options.sink_logits = sink_logits.data();
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> d_o = Filled(p.QSize(), 5);
+  std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
+  std::vector<float> d_sink(2, kSentinel);
+  const auto& s = p.shape;
+  ASSERT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
+                                  ConstView(p.o, s.heads, s.q_len, s.head_dim),
+                                  ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
+                                  View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), d_sink.data()),
+            LPATTN_OK)
+      << lpattn_last_error();
+  for (float x : d_sink) {
+    EXPECT_NE(x, kSentinel);
+    EXPECT_TRUE(std::isfinite(x));
+  }
+}
+
+TEST(CApi, NullShapeIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  ExpectRejected(p,
+                 lpattn_exact_forward(nullptr, &p.options, p.Q(), p.K(), p.V(), p.O(),
+                                      p.lse.data()),
+                 "shape");
+}
+
+TEST(CApi, NullOptionsIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  ExpectRejected(p,
+                 lpattn_exact_forward(&p.shape, nullptr, p.Q(), p.K(), p.V(), p.O(),
+                                      p.lse.data()),
+                 "options");
+}
+
+TEST(CApi, NullDataPointerIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  lpattn_const_tensor k = p.K();
+  k.data = nullptr;
+  ExpectRejected(
+      p, lpattn_exact_forward(&p.shape, &p.options, p.Q(), k, p.V(), p.O(), p.lse.data()),
+      "k.data");
+}
+
+TEST(CApi, HeadDimZeroIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.shape.head_dim = 0;
+  ExpectRejected(p, p.Forward(), "head_dim");
+}
+
+TEST(CApi, HeadDimAboveMaximumIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 1, 1, 257));
+  ExpectRejected(p, p.Forward(), "head_dim");
+}
+
+TEST(CApi, HeadsNotAMultipleOfKvHeadsIsRejected) {
+  Problem p(MakeShape(1, 3, 2, 2, 2, 4));
+  ExpectRejected(p, p.Forward(), "kv_heads");
+}
+
+TEST(CApi, InvalidSinkModeIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  // As a C caller could pass it; memcpy because the value is outside the C++ enum's range.
+  const int bad_mode = 7;
+  static_assert(sizeof bad_mode == sizeof p.options.sink);
+  std::memcpy(&p.options.sink, &bad_mode, sizeof bad_mode);
+  ExpectRejected(p, p.Forward(), "sink");
+}
+
+TEST(CApi, LearnedSinkWithoutLogitsIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.options.sink = LPATTN_SINK_LEARNED;
+  ExpectRejected(p, p.Forward(), "sink");
+}
+
+TEST(CApi, InfiniteScaleIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.options.scale = std::numeric_limits<float>::infinity();
+  ExpectRejected(p, p.Forward(), "scale");
+}
+
+// NaN and non-positive scales select 1 / sqrt(head_dim), like an unset C++ scale.
+TEST(CApi, NonPositiveOrNanScaleMeansDefault) {
+  Problem reference(MakeShape(1, 1, 1, 3, 5, 16));
+  ASSERT_EQ(reference.Forward(), LPATTN_OK) << lpattn_last_error();
+  for (float scale : {-1.0f, std::numeric_limits<float>::quiet_NaN(),
+                      1.0f / std::sqrt(16.0f)}) {
+    Problem p(MakeShape(1, 1, 1, 3, 5, 16));
+    p.options.scale = scale;
+    ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+    EXPECT_EQ(p.o, reference.o) << "scale " << scale;
+    EXPECT_EQ(p.lse, reference.lse) << "scale " << scale;
+  }
+}
+
+TEST(CApi, BackwardNullShapeIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  std::vector<float> dq(p.QSize(), kSentinel), dk(p.KSize(), kSentinel),
+      dv(p.KSize(), kSentinel);
+  const auto& s = p.shape;
+  EXPECT_EQ(lpattn_exact_backward(nullptr, &p.options, p.Q(), p.K(), p.V(), p.Q(), p.Q(),
+                                  p.lse.data(), View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
+            LPATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lpattn_last_error()).find("shape"), std::string::npos);
+  EXPECT_TRUE(AllSentinel(dq));
+  EXPECT_TRUE(AllSentinel(dk));
+  EXPECT_TRUE(AllSentinel(dv));
+}
+
+TEST(CApi, BackwardHeadDimAboveMaximumIsRejected) {
+  Problem p(MakeShape(1, 1, 1, 1, 1, 257));
+  std::vector<float> dq(p.QSize(), kSentinel), dk(p.KSize(), kSentinel),
+      dv(p.KSize(), kSentinel);
+  const auto& s = p.shape;
+  EXPECT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(), p.Q(), p.Q(),
+                                  p.lse.data(), View(dq, s.heads, s.q_len, s.head_dim),
+                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
+            LPATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lpattn_last_error()).find("head_dim"), std::string::npos);
+  EXPECT_TRUE(AllSentinel(dq));
+  EXPECT_TRUE(AllSentinel(dk));
+  EXPECT_TRUE(AllSentinel(dv));
+}
+
+// The message belongs to the failing call's thread.
+// K-interval forward: the same bits as the C++ entry point, and bad option text rejected
+// with its message before anything is written.
+struct KintSaved {
+  explicit KintSaved(size_t rows)
+      : m(rows, kSentinel), R(rows, kSentinel), Z(rows, kSentinel), lse(rows, kSentinel),
+        argmax(rows, -1), argmin(rows, -1) {}
+  lpattn_kint_saved View() {
+    return {m.data(), R.data(), Z.data(), lse.data(), argmax.data(), argmin.data()};
+  }
+  std::vector<float> m, R, Z, lse;
+  std::vector<int32_t> argmax, argmin;
+};
+
+TEST(CApi, KIntervalForwardMatchesTheCppEntryPoint) {
+  Problem p(MakeShape(1, 2, 1, 9, 9, 8));
+  p.options.causal = 1;
+  KintSaved saved(p.lse.size());
+  ASSERT_EQ(lpattn_kint_forward(&p.shape, &p.options, "K=4,cal=window,W=3,round=nearest,ste=prob",
+                                p.Q(), p.K(), p.V(), p.O(), saved.View()),
+            LPATTN_OK)
+      << lpattn_last_error();
+  std::vector<float> o(p.o.size());
+  KintSaved expected(p.lse.size());
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  const lpattn::AttentionShape shape{1, 2, 1, 9, 9, 8};
+  lpattn::KIntervalForwardArgs args{{p.q.data(), lpattn::ContiguousBHTD(2, 9, 8)},
+                                    {p.k.data(), lpattn::ContiguousBHTD(1, 9, 8)},
+                                    {p.v.data(), lpattn::ContiguousBHTD(1, 9, 8)},
+                                    {o.data(), lpattn::ContiguousBHTD(2, 9, 8)},
+                                    {expected.m.data(), expected.R.data(), expected.Z.data(),
+                                     expected.lse.data(), expected.argmax.data(),
+                                     expected.argmin.data()}};
+  lpattn::KIntervalForward(shape, options,
+                           lpattn::ParseKInterval("K=4,cal=window,W=3,round=nearest,ste=prob"),
+                           args);
+  EXPECT_EQ(p.o, o);
+  EXPECT_EQ(saved.Z, expected.Z);
+  EXPECT_EQ(saved.argmax, expected.argmax);
+  EXPECT_EQ(saved.R[0], 3.0f);
+}
+
+TEST(CApi, KIntervalForwardRejectsBadOptionText) {
+  Problem p(MakeShape(1, 1, 1, 3, 3, 4));
+  KintSaved saved(p.lse.size());
+  ExpectRejected(p, lpattn_kint_forward(&p.shape, &p.options, "K=4,round=nearest,ste=exact",
+                                        p.Q(), p.K(), p.V(), p.O(), saved.View()),
+                 "nearest");
+  ExpectRejected(p, lpattn_kint_forward(&p.shape, &p.options, nullptr, p.Q(), p.K(), p.V(),
+                                        p.O(), saved.View()),
+                 "kint_options");
+  EXPECT_TRUE(std::all_of(saved.Z.begin(), saved.Z.end(), [](float z) { return z == kSentinel; }));
+}
+
+// The backward through the C API: the same bits as the C++ entry point.
+TEST(CApi, KIntervalBackwardMatchesTheCppEntryPoint) {
+  Problem p(MakeShape(1, 2, 1, 9, 9, 8));
+  const char* text = "K=4,ste=weight";
+  KintSaved saved(p.lse.size());
+  ASSERT_EQ(lpattn_kint_forward(&p.shape, &p.options, text, p.Q(), p.K(), p.V(), p.O(),
+                                saved.View()),
+            LPATTN_OK);
+  const std::vector<float> d_o = Filled(p.QSize(), 4);
+  std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
+  ASSERT_EQ(lpattn_kint_backward(&p.shape, &p.options, text, p.Q(), p.K(), p.V(),
+                                 ConstView(p.o, 2, 9, 8), ConstView(d_o, 2, 9, 8), saved.View(),
+                                 View(dq, 2, 9, 8), View(dk, 1, 9, 8), View(dv, 1, 9, 8)),
+            LPATTN_OK)
+      << lpattn_last_error();
+  std::vector<float> dq2(p.QSize()), dk2(p.KSize()), dv2(p.KSize());
+  const auto q_strides = lpattn::ContiguousBHTD(2, 9, 8), kv_strides = lpattn::ContiguousBHTD(1, 9, 8);
+  lpattn::KIntervalBackwardArgs args{{p.q.data(), q_strides},   {p.k.data(), kv_strides},
+                                     {p.v.data(), kv_strides},  {p.o.data(), q_strides},
+                                     {d_o.data(), q_strides},
+                                     {saved.m.data(), saved.R.data(), saved.Z.data(),
+                                      saved.lse.data(), saved.argmax.data(), saved.argmin.data()},
+                                     {dq2.data(), q_strides},   {dk2.data(), kv_strides},
+                                     {dv2.data(), kv_strides}};
+  lpattn::KIntervalBackward({1, 2, 1, 9, 9, 8}, lpattn::AttentionOptions{},
+                            lpattn::ParseKInterval(text), args);
+  EXPECT_EQ(dq, dq2);
+  EXPECT_EQ(dk, dk2);
+  EXPECT_EQ(dv, dv2);
+  EXPECT_TRUE(std::any_of(dq.begin(), dq.end(), [](float x) { return x != 0.0f; }));
+}
+
+// Thresholded attention through the C API: the same bits as the C++ entry points, forward and
+// backward, and bad option text rejected before anything is written.
+TEST(CApi, ThresholdForwardAndBackwardMatchTheCppEntryPoints) {
+  Problem p(MakeShape(1, 2, 1, 9, 9, 8));
+  p.options.causal = 1;
+  const char* text = "views=2,p=2,beta=0.3";
+  const std::vector<float> q2 = Filled(p.QSize(), 7), k2 = Filled(p.KSize(), 8);
+  const std::vector<float> lambda = {0.25f, 0.75f};
+  std::vector<int32_t> survivors(2 * p.lse.size(), -1);
+  ASSERT_EQ(lpattn_tda_forward(&p.shape, &p.options, text, p.Q(), p.K(), ConstView(q2, 2, 9, 8),
+                               ConstView(k2, 1, 9, 8), p.V(), lambda.data(), p.O(),
+                               survivors.data()),
+            LPATTN_OK)
+      << lpattn_last_error();
+  const auto q_strides = lpattn::ContiguousBHTD(2, 9, 8), kv_strides = lpattn::ContiguousBHTD(1, 9, 8);
+  const lpattn::AttentionShape shape{1, 2, 1, 9, 9, 8};
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  std::vector<float> o(p.o.size());
+  std::vector<int32_t> expected_survivors(survivors.size());
+  lpattn::ThresholdForwardArgs args;
+  args.q[0] = {p.q.data(), q_strides};
+  args.k[0] = {p.k.data(), kv_strides};
+  args.q[1] = {q2.data(), q_strides};
+  args.k[1] = {k2.data(), kv_strides};
+  args.v = {p.v.data(), kv_strides};
+  args.lambda_param = lambda.data();
+  args.o = {o.data(), q_strides};
+  args.survivors = expected_survivors.data();
+  lpattn::ThresholdForward(shape, options, lpattn::ParseThreshold(text), args);
+  EXPECT_EQ(p.o, o);
+  EXPECT_EQ(survivors, expected_survivors);
+  EXPECT_TRUE(std::any_of(o.begin(), o.end(), [](float x) { return x != 0.0f; }));
+
+  const std::vector<float> d_o = Filled(p.QSize(), 4);
+  std::vector<float> grads[5] = {std::vector<float>(p.QSize()), std::vector<float>(p.QSize()),
+                                 std::vector<float>(p.KSize()), std::vector<float>(p.KSize()),
+                                 std::vector<float>(p.KSize())};
+  std::vector<float> d_lambda(2, kSentinel);
+  float d_beta = kSentinel;
+  ASSERT_EQ(lpattn_tda_backward(&p.shape, &p.options, text, p.Q(), p.K(), ConstView(q2, 2, 9, 8),
+                                ConstView(k2, 1, 9, 8), p.V(), ConstView(d_o, 2, 9, 8),
+                                lambda.data(), View(grads[0], 2, 9, 8), View(grads[2], 1, 9, 8),
+                                View(grads[1], 2, 9, 8), View(grads[3], 1, 9, 8),
+                                View(grads[4], 1, 9, 8), d_lambda.data(), &d_beta),
+            LPATTN_OK)
+      << lpattn_last_error();
+  std::vector<float> expected[5] = {std::vector<float>(p.QSize()), std::vector<float>(p.QSize()),
+                                    std::vector<float>(p.KSize()), std::vector<float>(p.KSize()),
+                                    std::vector<float>(p.KSize())};
+  std::vector<float> expected_d_lambda(2);
+  float expected_d_beta = 0.0f;
+  lpattn::ThresholdBackwardArgs back;
+  for (int t = 0; t < 2; ++t) {
+    back.q[t] = args.q[t];
+    back.k[t] = args.k[t];
+    back.dq[t] = {expected[t].data(), q_strides};
+    back.dk[t] = {expected[2 + t].data(), kv_strides};
+  }
+  back.v = args.v;
+  back.d_o = {d_o.data(), q_strides};
+  back.lambda_param = lambda.data();
+  back.dv = {expected[4].data(), kv_strides};
+  back.d_lambda = expected_d_lambda.data();
+  back.d_beta = &expected_d_beta;
+  lpattn::ThresholdBackward(shape, options, lpattn::ParseThreshold(text), back);
+  for (int g = 0; g < 5; ++g) EXPECT_EQ(grads[g], expected[g]) << g;
+  EXPECT_EQ(d_lambda, expected_d_lambda);
+  EXPECT_EQ(d_beta, expected_d_beta);
+  EXPECT_NE(d_beta, 0.0f);
+}
+
+TEST(CApi, ThresholdForwardRejectsBadOptionText) {
+  Problem p(MakeShape(1, 1, 1, 3, 3, 4));
+  ExpectRejected(p, lpattn_tda_forward(&p.shape, &p.options, "views=3", p.Q(), p.K(), p.Q(),
+                                       p.K(), p.V(), nullptr, p.O(), nullptr),
+                 "views");
+  ExpectRejected(p, lpattn_tda_forward(&p.shape, &p.options, nullptr, p.Q(), p.K(), p.Q(), p.K(),
+                                       p.V(), nullptr, p.O(), nullptr),
+                 "tda_options");
+  // One view needs neither a second view nor lambda.
+  EXPECT_EQ(lpattn_tda_forward(&p.shape, &p.options, "views=1", p.Q(), p.K(), {}, {}, p.V(),
+                               nullptr, p.O(), nullptr),
+            LPATTN_OK)
+      << lpattn_last_error();
+}
+
+TEST(CApi, LastErrorIsPerThread) {
+  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+  p.shape.head_dim = 0;
+  ASSERT_EQ(p.Forward(), LPATTN_ERROR_INVALID_ARGUMENT);
+  std::string other = "not run";
+  std::thread([&] { other = lpattn_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(lpattn_last_error()), "");
+}
+
+}  // namespace

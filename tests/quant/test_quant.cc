@@ -1,0 +1,422 @@
+// quant/: every code point round-trips; encoding matches a straightforward nearest-value
+// search over a dense sweep of floats (subnormals, ties, overflow, NaN); the vector codecs match
+// the scalar ones on every target; quantizers use the right scale per group.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "quant/codec.h"
+#include "quant/format.h"
+#include "quant/quantizer.h"
+#include "tests/kernels/attention_case.h"
+
+namespace lpattn::quant {
+namespace {
+
+constexpr Format kFloatFormats[] = {Format::kBf16, Format::kFp16, Format::kFp8E4M3,
+                                    Format::kFp8E5M2};
+
+int CodeBits(Format f) { return 8 * FormatBytes(f); }
+
+uint32_t Encode(Format f, float x) {
+  switch (f) {
+    case Format::kBf16: return EncodeBf16(x);
+    case Format::kFp16: return EncodeFp16(x);
+    case Format::kFp8E4M3: return EncodeE4M3(x);
+    case Format::kFp8E5M2: return EncodeE5M2(x);
+    case Format::kInt8: return uint8_t(EncodeInt8(x));
+    default: return std::bit_cast<uint32_t>(x);
+  }
+}
+float Decode(Format f, uint32_t code) {
+  switch (f) {
+    case Format::kBf16: return DecodeBf16(uint16_t(code));
+    case Format::kFp16: return DecodeFp16(uint16_t(code));
+    case Format::kFp8E4M3: return DecodeE4M3(uint8_t(code));
+    case Format::kFp8E5M2: return DecodeE5M2(uint8_t(code));
+    case Format::kInt8: return DecodeInt8(int8_t(uint8_t(code)));
+    default: return std::bit_cast<float>(code);
+  }
+}
+bool SameValue(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+
+TEST(QuantFormat, NamesParseBack) {
+  for (Format f : kAllFormats) EXPECT_EQ(ParseFormat(FormatName(f)), f);
+  EXPECT_FALSE(ParseFormat("fp8").has_value());
+  EXPECT_FALSE(ParseFormat("").has_value());
+  EXPECT_EQ(FormatMax(Format::kFp8E4M3), 448.0f);
+  EXPECT_EQ(FormatMax(Format::kFp8E5M2), 57344.0f);
+  EXPECT_EQ(FormatMax(Format::kBf16), 3.3895313892515355e38f);
+}
+
+// Every code decodes to a value that encodes back to the same code (NaNs to a NaN code of the
+// same sign); the exceptions are int8's unused -128, which clamps to -127, and e5m2's infinities,
+// which saturate.
+TEST(QuantFormat, EveryCodePointRoundTrips) {
+  for (Format f : {Format::kBf16, Format::kFp16, Format::kFp8E4M3, Format::kFp8E5M2,
+                   Format::kInt8}) {
+    const uint32_t count = 1u << CodeBits(f), sign = count >> 1;
+    for (uint32_t code = 0; code < count; ++code) {
+      const float v = Decode(f, code);
+      const uint32_t back = Encode(f, v);
+      if (std::isnan(v)) {
+        EXPECT_TRUE(std::isnan(Decode(f, back))) << FormatName(f) << " code " << code;
+        EXPECT_EQ(back & sign, code & sign) << FormatName(f) << " code " << code;
+      } else if (f == Format::kInt8 && code == 0x80) {
+        EXPECT_EQ(int8_t(back), -127);
+      } else if (std::isinf(v)) {  // e5m2 decodes inf but encodes it saturating, to +-max
+        EXPECT_EQ(Decode(f, back), f == Format::kFp8E5M2 ? std::copysign(57344.0f, v) : v);
+      } else {
+        EXPECT_EQ(back, code) << FormatName(f) << " code " << code << " value " << v;
+      }
+    }
+  }
+  EXPECT_EQ(DecodeE4M3(0x7E), 448.0f);
+  EXPECT_EQ(DecodeE4M3(0x01), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(DecodeE5M2(0x7B), 57344.0f);
+  EXPECT_TRUE(std::isinf(DecodeE5M2(0x7C)));
+  EXPECT_EQ(DecodeFp16(0x0001), std::ldexp(1.0f, -24));
+}
+
+// The straightforward reference: the nearest of all finite values (and, for formats with
+// infinity, 2^(emax+1) standing for it, which makes IEEE overflow fall out), ties to the even
+// code; saturating formats clamp to their maximum; NaN to a NaN.
+class NearestValue {
+ public:
+  explicit NearestValue(Format f) : f_(f) {
+    const uint32_t sign = 1u << (CodeBits(f) - 1);
+    for (uint32_t code = 0; code < sign; ++code) {
+      const float v = Decode(f, code);
+      if (std::isnan(v) || (std::isinf(v) && Saturating(f))) continue;
+      values_.push_back({std::isinf(v) ? double(FormatMax(f)) + TopUlp(f) : double(v), code});
+    }
+    std::sort(values_.begin(), values_.end());
+  }
+
+  uint32_t Encode(float x) const {
+    const uint32_t sign = std::signbit(x) ? 1u << (CodeBits(f_) - 1) : 0u;
+    if (std::isnan(x)) return sign | 0xFFFFFFFFu;  // any NaN code: compared by value
+    const double a = std::fabs(double(x));
+    auto hi = std::lower_bound(values_.begin(), values_.end(), std::pair<double, uint32_t>{a, 0});
+    uint32_t code;
+    if (hi == values_.end()) {
+      code = values_.back().second;
+    } else if (hi == values_.begin()) {
+      code = hi->second;
+    } else {
+      const auto lo = hi - 1;
+      const double dlo = a - lo->first, dhi = hi->first - a;
+      code = dlo < dhi ? lo->second : dhi < dlo ? hi->second
+                                                : ((lo->second & 1u) == 0 ? lo->second : hi->second);
+    }
+    return sign | code;
+  }
+  const std::vector<std::pair<double, uint32_t>>& values() const { return values_; }
+
+ private:
+  static bool Saturating(Format f) { return f == Format::kFp8E4M3 || f == Format::kFp8E5M2; }
+  // The spacing of the largest binade: infinity stands one spacing above the maximum, so that
+  // values from max + spacing / 2 on (the tie included: max's code is odd) overflow.
+  static double TopUlp(Format f) {
+    const float max = FormatMax(f);
+    return double(max) - double(Decode(f, quant::Encode(f, max) - 1));
+  }
+  Format f_;
+  std::vector<std::pair<double, uint32_t>> values_;
+};
+
+// A dense sweep: every `step`-th fp32 bit pattern of each sign, every midpoint between neighbouring
+// values of the format with its two float neighbours, the overflow boundary, inf and NaN.
+std::vector<float> SweepInputs(const NearestValue& nearest, uint32_t step) {
+  std::vector<float> xs;
+  for (uint64_t bits = 0; bits <= 0x7F800000u; bits += step) {
+    xs.push_back(std::bit_cast<float>(uint32_t(bits)));
+    xs.push_back(-std::bit_cast<float>(uint32_t(bits)));
+  }
+  const auto& v = nearest.values();
+  for (size_t i = 0; i + 1 < v.size(); ++i) {
+    const float mid = float(0.5 * (v[i].first + v[i + 1].first));
+    for (float x : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+      xs.push_back(x);
+      xs.push_back(-x);
+    }
+  }
+  xs.push_back(std::numeric_limits<float>::infinity());
+  xs.push_back(-std::numeric_limits<float>::infinity());
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  xs.push_back(std::numeric_limits<float>::max());
+  xs.push_back(std::numeric_limits<float>::denorm_min());
+  return xs;
+}
+
+TEST(QuantFormat, EncodeMatchesNearestValueOverADenseSweep) {
+  for (Format f : kFloatFormats) {
+    const NearestValue nearest(f);
+    size_t checked = 0;
+    for (float x : SweepInputs(nearest, 1031)) {
+      const uint32_t got = Encode(f, x), want = nearest.Encode(x);
+      if (std::isnan(x)) {
+        ASSERT_TRUE(std::isnan(Decode(f, got))) << FormatName(f);
+        continue;
+      }
+      ASSERT_EQ(got, want) << FormatName(f) << " x=" << x << " (bits 0x" << std::hex
+                           << std::bit_cast<uint32_t>(x) << ")";
+      ++checked;
+    }
+    EXPECT_GT(checked, 4000000u) << FormatName(f);
+  }
+}
+
+TEST(QuantFormat, SaturationAndOverflow) {
+  EXPECT_EQ(DecodeE4M3(EncodeE4M3(1e6f)), 448.0f);
+  EXPECT_EQ(DecodeE4M3(EncodeE4M3(-INFINITY)), -448.0f);
+  EXPECT_EQ(DecodeE4M3(EncodeE4M3(464.0f)), 448.0f);  // the midpoint to the NaN code saturates
+  EXPECT_EQ(DecodeE5M2(EncodeE5M2(INFINITY)), 57344.0f);
+  EXPECT_TRUE(std::isinf(DecodeFp16(EncodeFp16(65520.0f))));  // max + ulp/2: ties to inf
+  EXPECT_EQ(DecodeFp16(EncodeFp16(65519.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(DecodeBf16(EncodeBf16(std::numeric_limits<float>::max()))));
+  EXPECT_TRUE(std::isnan(DecodeE4M3(EncodeE4M3(NAN))));
+  EXPECT_TRUE(std::isnan(DecodeE5M2(EncodeE5M2(-NAN))));
+  EXPECT_EQ(EncodeInt8(126.5f), 126);  // ties to even
+  EXPECT_EQ(EncodeInt8(-2.5f), -2);
+  EXPECT_EQ(EncodeInt8(1000.0f), 127);
+  EXPECT_EQ(EncodeInt8(-1000.0f), -127);
+  EXPECT_EQ(EncodeInt8(NAN), 0);
+}
+
+// The vector codecs give the scalar codecs' bits on every target, with and without a scale.
+TEST(QuantCodec, VectorMatchesScalarOnEveryTarget) {
+  std::vector<float> xs = SweepInputs(NearestValue(Format::kFp16), 65521);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int i = 0; i < 20000; ++i) xs.push_back(normal(rng));
+  xs.resize(xs.size() / 64 * 64 + 13);  // a tail that fills no vector
+  for (const std::string& target : test::SupportedTargets()) {
+    test::ScopedTarget pinned(target);
+    ASSERT_TRUE(pinned.ok) << target;
+    for (Format f : {Format::kBf16, Format::kFp16, Format::kFp8E4M3, Format::kFp8E5M2,
+                     Format::kInt8}) {
+      for (float scale : {1.0f, 0.37f}) {
+        std::vector<uint8_t> codes(xs.size() * size_t(FormatBytes(f)));
+        std::vector<float> decoded(xs.size()), trip(xs.size());
+        EncodeRow(f, xs.data(), scale, codes.data(), xs.size());
+        DecodeRow(f, codes.data(), scale, decoded.data(), xs.size());
+        RoundTripRow(f, xs.data(), scale, trip.data(), xs.size());
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const float want = RoundToFormat(f, xs[i] / scale) * scale;
+          uint32_t code = 0;
+          std::copy_n(codes.data() + i * size_t(FormatBytes(f)), FormatBytes(f),
+                      reinterpret_cast<uint8_t*>(&code));
+          const uint32_t want_code = Encode(f, xs[i] / scale);
+          ASSERT_TRUE(code == want_code || (std::isnan(Decode(f, code)) &&
+                                             std::isnan(Decode(f, want_code))))
+              << target << " " << FormatName(f) << " x=" << xs[i] << " scale " << scale;
+          ASSERT_TRUE(SameValue(decoded[i], want)) << target << " " << FormatName(f) << " x=" << xs[i];
+          ASSERT_TRUE(SameValue(trip[i], want)) << target << " " << FormatName(f) << " x=" << xs[i];
+        }
+      }
+    }
+  }
+}
+
+// ---- quantizers -------------------------------------------------------------------------
+
+struct Dense {
+  int64_t batch, heads, tokens, dim;
+  std::vector<float> data;
+  Dense(int64_t b, int64_t h, int64_t t, int64_t d)
+      : batch(b), heads(h), tokens(t), dim(d), data(size_t(b * h * t * d)) {}
+  float& at(int64_t b, int64_t h, int64_t t, int64_t c) {
+    return data[size_t(((b * heads + h) * tokens + t) * dim + c)];
+  }
+  TensorView view() const {
+    return {data.data(), batch, heads, tokens, dim, heads * tokens * dim, tokens * dim, dim};
+  }
+};
+
+Dense RandomTensor(int64_t b, int64_t h, int64_t t, int64_t d, uint32_t seed) {
+  Dense x(b, h, t, d);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& v : x.data) v = normal(rng);
+  return x;
+}
+
+// The scale of element (b, h, t, c), written out from the definition.
+float ExpectedScale(const QuantSpec& spec, Dense& x, int64_t b, int64_t h, int64_t t, int64_t c) {
+  float amax = 0.0f;
+  for (int64_t bb = 0; bb < x.batch; ++bb)
+    for (int64_t hh = 0; hh < x.heads; ++hh)
+      for (int64_t tt = 0; tt < x.tokens; ++tt)
+        for (int64_t cc = 0; cc < x.dim; ++cc) {
+          bool in = true;
+          if (spec.granularity != Granularity::kTensor) in = bb == b && hh == h;
+          if (spec.granularity == Granularity::kToken) in = in && tt == t;
+          if (spec.granularity == Granularity::kBlock) in = in && tt / spec.block == t / spec.block;
+          if (spec.granularity == Granularity::kChannel) in = in && cc == c;
+          if (in) amax = std::max(amax, std::fabs(x.at(bb, hh, tt, cc)));
+        }
+  return amax > 0 ? amax / FormatMax(spec.format) : 1.0f;
+}
+
+TEST(QuantQuantizer, EachGranularityUsesItsGroupsScale) {
+  Dense x = RandomTensor(2, 3, 37, 24, 11);
+  x.at(1, 2, 5, 7) = 40.0f;  // an outlier: only its group's scale grows
+  for (Format f : {Format::kInt8, Format::kFp8E4M3, Format::kFp8E5M2, Format::kBf16}) {
+    for (Granularity g : {Granularity::kTensor, Granularity::kToken, Granularity::kBlock,
+                          Granularity::kChannel}) {
+      const QuantSpec spec{f, g, 16, false};
+      std::vector<float> out(x.data.size());
+      QuantizeDequantize(spec, x.view(), out.data(), "X");
+      for (int64_t b = 0; b < 2; ++b)
+        for (int64_t h = 0; h < 3; ++h)
+          for (int64_t t = 0; t < 37; ++t)
+            for (int64_t c = 0; c < 24; ++c) {
+              const float scale = FormatIsScaled(f) ? ExpectedScale(spec, x, b, h, t, c) : 1.0f;
+              const float want = RoundToFormat(f, x.at(b, h, t, c) / scale) * scale;
+              const float got = out[size_t(((b * 3 + h) * 37 + t) * 24 + c)];
+              ASSERT_EQ(got, want) << FormatName(f) << " " << GranularityName(g) << " at " << b
+                                   << "," << h << "," << t << "," << c;
+            }
+    }
+  }
+}
+
+// Finer groups lose less to an outlier; per tensor, one outlier coarsens every value's step.
+TEST(QuantQuantizer, FinerGranularityHasSmallerErrorUnderAnOutlier) {
+  Dense x = RandomTensor(1, 2, 128, 32, 3);
+  x.at(0, 0, 9, 4) = 200.0f;
+  auto error = [&](Granularity g) {
+    std::vector<float> out(x.data.size());
+    QuantizeDequantize({Format::kInt8, g, 64, false}, x.view(), out.data(), "X");
+    double e = 0, n = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      e += (out[i] - x.data[i]) * (out[i] - x.data[i]);
+      n += x.data[i] * x.data[i];
+    }
+    return std::sqrt(e / n);
+  };
+  EXPECT_LT(error(Granularity::kToken), 0.5 * error(Granularity::kBlock));
+  EXPECT_LT(error(Granularity::kBlock), 0.8 * error(Granularity::kTensor));
+  EXPECT_LT(error(Granularity::kToken), 0.02);
+}
+
+// K smoothing: a large per-channel offset (common to every token) costs int8 most of its
+// resolution unless it is removed before quantizing; it is added back after.
+TEST(QuantQuantizer, SmoothingRemovesChannelOffsets) {
+  Dense x = RandomTensor(1, 2, 96, 16, 5);
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t t = 0; t < 96; ++t)
+      for (int64_t c = 0; c < 16; ++c) x.at(0, h, t, c) += c % 3 == 0 ? 30.0f : -12.0f;
+  auto error = [&](bool smooth) {
+    std::vector<float> out(x.data.size());
+    QuantizeDequantize({Format::kInt8, Granularity::kToken, 64, smooth}, x.view(), out.data(),
+                       "K");
+    double e = 0;
+    for (size_t i = 0; i < out.size(); ++i) e = std::max<double>(e, std::fabs(out[i] - x.data[i]));
+    return e;
+  };
+  EXPECT_LT(error(true), 0.25 * error(false));
+  EXPECT_LT(error(true), 0.05);
+}
+
+// The native path's codes and per-token scales decode to exactly the simulation's values.
+TEST(QuantQuantizer, CodesDecodeToTheSimulatedValues) {
+  Dense x = RandomTensor(2, 3, 41, 20, 13);
+  x.at(1, 0, 7, 3) = 25.0f;
+  for (Format f : {Format::kInt8, Format::kFp8E4M3, Format::kFp8E5M2}) {
+    for (Granularity g : {Granularity::kTensor, Granularity::kToken, Granularity::kBlock}) {
+      const QuantSpec spec{f, g, 16, false};
+      std::vector<float> simulated(x.data.size());
+      QuantizeDequantize(spec, x.view(), simulated.data(), "X");
+      std::vector<uint8_t> codes(x.data.size());
+      std::vector<float> scales(2 * 3 * 41);
+      QuantizeToCodes(spec, x.view(), codes.data(), scales.data(), "X");
+      for (size_t i = 0; i < codes.size(); ++i) {
+        std::vector<float> decoded(1);
+        DecodeRow(f, &codes[i], scales[i / 20], decoded.data(), 1);
+        ASSERT_EQ(decoded[0], simulated[i]) << FormatName(f) << " " << GranularityName(g) << " " << i;
+      }
+    }
+  }
+  std::vector<uint8_t> codes(x.data.size());
+  std::vector<float> scales(2 * 3 * 41);
+  EXPECT_THROW(QuantizeToCodes({Format::kInt8, Granularity::kChannel, 64, false}, x.view(),
+                               codes.data(), scales.data(), "X"),
+               std::invalid_argument);
+  EXPECT_THROW(QuantizeToCodes({Format::kBf16, Granularity::kToken, 64, false}, x.view(),
+                               codes.data(), scales.data(), "X"),
+               std::invalid_argument);
+}
+
+// Per-channel codes (native int8 P V with vgran=channel) decode to the simulation's values too.
+TEST(QuantQuantizer, ChannelCodesDecodeToTheSimulatedValues) {
+  Dense x = RandomTensor(2, 3, 41, 20, 17);
+  x.at(0, 2, 5, 11) = -30.0f;  // one channel's scale far from the others'
+  for (Format f : {Format::kInt8, Format::kFp8E4M3}) {
+    const QuantSpec spec{f, Granularity::kChannel, 64, false};
+    std::vector<float> simulated(x.data.size());
+    QuantizeDequantize(spec, x.view(), simulated.data(), "X");
+    std::vector<uint8_t> codes(x.data.size());
+    std::vector<float> scales(2 * 3 * 20);
+    QuantizeToChannelCodes(spec, x.view(), codes.data(), scales.data(), "X");
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const size_t slice = i / (41 * 20), channel = i % 20;
+      std::vector<float> decoded(1);
+      DecodeRow(f, &codes[i], scales[slice * 20 + channel], decoded.data(), 1);
+      ASSERT_EQ(decoded[0], simulated[i]) << FormatName(f) << " " << i;
+    }
+  }
+  std::vector<uint8_t> codes(x.data.size());
+  std::vector<float> scales(2 * 3 * 20);
+  for (const QuantSpec bad : {QuantSpec{Format::kInt8, Granularity::kToken, 64, false},
+                              QuantSpec{Format::kInt8, Granularity::kChannel, 64, true},
+                              QuantSpec{Format::kBf16, Granularity::kChannel, 64, false}}) {
+    EXPECT_THROW(QuantizeToChannelCodes(bad, x.view(), codes.data(), scales.data(), "X"),
+                 std::invalid_argument);
+  }
+}
+
+TEST(QuantQuantizer, ZeroGroupsGiveZerosAndBadInputIsRejected) {
+  Dense x = RandomTensor(1, 1, 8, 8, 1);
+  for (int64_t c = 0; c < 8; ++c) x.at(0, 0, 3, c) = 0.0f;
+  std::vector<float> out(x.data.size(), -1.0f);
+  QuantizeDequantize({Format::kInt8, Granularity::kToken, 64, false}, x.view(), out.data(), "V");
+  for (int64_t c = 0; c < 8; ++c) EXPECT_EQ(out[size_t(3 * 8 + c)], 0.0f);
+
+  std::vector<float> untouched(x.data.size(), -1.0f);
+  QuantSpec bad_block{Format::kInt8, Granularity::kBlock, 0, false};
+  EXPECT_THROW(QuantizeDequantize(bad_block, x.view(), untouched.data(), "V"),
+               std::invalid_argument);
+  x.at(0, 0, 6, 2) = NAN;
+  for (Format f : {Format::kInt8, Format::kFp8E4M3}) {
+    try {
+      QuantizeDequantize({f, Granularity::kToken, 64, false}, x.view(), untouched.data(), "V");
+      ADD_FAILURE() << "NaN accepted by " << FormatName(f);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("token 6, channel 2"), std::string::npos) << e.what();
+    }
+  }
+  for (float v : untouched) EXPECT_EQ(v, -1.0f);  // nothing written before the error
+  // Casts keep NaN, as the formats do.
+  QuantizeDequantize({Format::kBf16, Granularity::kToken, 64, false}, x.view(), out.data(), "V");
+  EXPECT_TRUE(std::isnan(out[size_t(6 * 8 + 2)]));
+  // A nonzero group too small for any scale.
+  Dense tiny(1, 1, 1, 4);
+  tiny.at(0, 0, 0, 1) = std::numeric_limits<float>::denorm_min();
+  EXPECT_THROW(QuantizeDequantize({Format::kFp8E5M2, Granularity::kToken, 64, false}, tiny.view(),
+                                  out.data(), "Q"),
+               std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace lpattn::quant
