@@ -1,14 +1,9 @@
 // The register-only FMA loop behind `peak_frac` (docs/performance.md), compiled for every
 // Highway target, plus the `peak_fma/threads:<n>` benchmark that reports it.
-#include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <latch>
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #undef HWY_TARGET_INCLUDE
@@ -65,6 +60,7 @@ HWY_AFTER_NAMESPACE();
 #include <benchmark/benchmark.h>
 
 #include "bench/peak_fma.h"
+#include "bench/peak_loop.h"
 
 namespace lpattn::bench {
 
@@ -84,62 +80,6 @@ double FmaLoopOnBestTarget(int64_t iterations, float seed, float* sink) {
   return HWY_DISPATCH_TABLE(FmaLoop)[best.GetIndex()](iterations, seed, sink);
 }
 
-// Keeps the loops' results observable.
-volatile float g_sink = 0.0f;
-
-// Runs body(t) for t in [0, threads) on as many threads at once; the caller runs t = 0.
-template <class Body>
-void RunConcurrently(int threads, const Body& body) {
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(threads - 1));
-  for (int t = 1; t < threads; ++t) pool.emplace_back(body, t);
-  body(0);
-  for (std::thread& thread : pool) thread.join();
-}
-
-int ResolveThreads(int threads) {
-  return threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-// One timed round: every thread runs chunks of the loop until `seconds` have passed since
-// they all started. Returns GFLOP/s over the wall time of the slowest thread.
-double TimedRoundGflops(int threads, double seconds) {
-  using Clock = std::chrono::steady_clock;
-  constexpr int64_t kChunk = int64_t{1} << 14;  // tens of microseconds per chunk
-  std::vector<double> flops(static_cast<size_t>(threads), 0.0);
-  std::vector<float> sinks(static_cast<size_t>(threads), 0.0f);
-  std::vector<Clock::time_point> ends(static_cast<size_t>(threads));
-  std::latch start_line(threads);
-  Clock::time_point start;
-  std::atomic<bool> started{false};
-  RunConcurrently(threads, [&](int t) {
-    start_line.arrive_and_wait();
-    if (t == 0) {
-      start = Clock::now();
-      started.store(true, std::memory_order_release);
-    }
-    while (!started.load(std::memory_order_acquire)) {
-    }
-    const Clock::time_point deadline =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
-    double done = 0.0;
-    do {
-      done += FmaLoopOnBestTarget(kChunk, 1e-3f, &sinks[static_cast<size_t>(t)]);
-    } while (Clock::now() < deadline);
-    flops[static_cast<size_t>(t)] = done;
-    ends[static_cast<size_t>(t)] = Clock::now();
-  });
-  double total = 0.0;
-  float sink = 0.0f;
-  for (int t = 0; t < threads; ++t) {
-    total += flops[static_cast<size_t>(t)];
-    sink += sinks[static_cast<size_t>(t)];
-  }
-  g_sink = sink;
-  const Clock::time_point last = *std::max_element(ends.begin(), ends.end());
-  return total * 1e-9 / std::chrono::duration<double>(last - start).count();
-}
-
 }  // namespace
 
 double RunFmaLoop(int threads, int64_t iterations) {
@@ -151,12 +91,9 @@ double RunFmaLoop(int threads, int64_t iterations) {
         FmaLoopOnBestTarget(iterations, 1e-3f, &sinks[static_cast<size_t>(t)]);
   });
   double total = 0.0;
-  float sink = 0.0f;
-  for (int t = 0; t < threads; ++t) {
-    total += flops[static_cast<size_t>(t)];
-    sink += sinks[static_cast<size_t>(t)];
-  }
-  g_sink = sink;
+  for (const double x : flops) total += x;
+  static volatile float sink;
+  for (const float x : sinks) sink = sink + x;
   return total;
 }
 
@@ -166,10 +103,9 @@ double MeasuredPeakGflops(int threads) {
   static std::map<int, double> cache;
   const std::lock_guard<std::mutex> lock(mutex);
   if (const auto it = cache.find(threads); it != cache.end()) return it->second;
-  // Best of four 50 ms rounds: the first absorbs clock ramp-up, and the best is the least
-  // disturbed by whatever else shares the machine.
-  double best = 0.0;
-  for (int round = 0; round < 4; ++round) best = std::max(best, TimedRoundGflops(threads, 0.05));
+  const double best = BestRoundRate(threads, [](int64_t iterations, float* sink) {
+    return FmaLoopOnBestTarget(iterations, 1e-3f, sink);
+  });
   cache.emplace(threads, best);
   return best;
 }

@@ -71,6 +71,11 @@ void AddLpattnContext(const lpattn::DispatchInfo& info) {
   benchmark::AddCustomContext("lpattn_targets_compiled", Join(info.compiled));
   benchmark::AddCustomContext("lpattn_targets_supported", Join(info.supported));
   benchmark::AddCustomContext("peak_fma_target", lpattn::bench::PeakFmaTarget());
+  std::vector<std::string> native;
+  for (const lpattn::NativePathInfo& path : info.native) {
+    if (path.enabled) native.push_back(path.name);
+  }
+  benchmark::AddCustomContext("lpattn_native_enabled", native.empty() ? "none" : Join(native));
   for (const int threads : kThreadCounts) {
     benchmark::AddCustomContext("peak_gflops_threads_" + std::to_string(threads),
                                 FormatDouble("%.2f", lpattn::bench::MeasuredPeakGflops(threads)));

@@ -98,10 +98,23 @@ void ExactBackward(const AttentionShape& shape, const AttentionOptions& options,
 float ResolvedScale(const AttentionShape& shape, const AttentionOptions& options);
 
 // Highway dynamic dispatch. Names are Highway's ("SSE4", "AVX2", "AVX3", ...).
+// A native instruction family of the low-precision paths (docs/design.md §4): VNNI,
+// AVX512_BF16, AVX512_FP16 or AMX, which Highway has no operations for.
+struct NativePathInfo {
+  std::string name;       // "avx512_vnni", "avx_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", ...
+  bool compiled = false;  // the library has a kernel that uses it
+  bool cpu = false;       // this CPU and its OS can take it (AMX: Linux granted tile data)
+  bool enabled = false;   // taken where it applies (SelectNativePaths, LPATTN_NATIVE)
+  std::string note;       // why a family the CPU has is not usable or not enabled
+};
+
 struct DispatchInfo {
   std::vector<std::string> compiled;   // targets compiled into the library
   std::vector<std::string> supported;  // compiled targets this CPU can run
   std::string chosen;                  // the one kernels dispatch to now
+  std::vector<NativePathInfo> native;  // every native family, compiled or not
+  // How each kind of operand is multiplied now, one line each ("int8 Q K^T and P V: ...").
+  std::vector<std::string> products;
 };
 DispatchInfo GetDispatchInfo();
 
@@ -109,6 +122,13 @@ DispatchInfo GetDispatchInfo();
 // compare targets); an empty name restores the default. Returns false, changing nothing, if the
 // target is unknown or unsupported. Not thread-safe with concurrent kernel calls.
 bool SelectTarget(const std::string& name);
+
+// Restricts the native families the kernels take to `names`: "" (all this CPU has, the
+// default), "none" (the Highway code only), or names separated by ',' (NativePathInfo::name).
+// The environment variable LPATTN_NATIVE sets the same at the first kernel call. Returns
+// false, changing nothing, for an unknown name or a family this CPU lacks. Not thread-safe with
+// concurrent kernel calls.
+bool SelectNativePaths(const std::string& names);
 
 }  // namespace lpattn
 

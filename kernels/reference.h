@@ -1,4 +1,4 @@
-// fp64 scalar references of docs/math.md, written literally from the spec, without tiling.
+// fp64 scalar references of docs/math.md, written literally from the math, without tiling.
 // They are the ground truth of every test. Tensors are dense and row-major:
 //   q, o, d_o, dq: [batch, heads, q_len, head_dim]
 //   k, v, dk, dv:  [batch, kv_heads, kv_len, head_dim]

@@ -1,4 +1,5 @@
-// `lpattn info`: the library version, the Highway targets and the TBB thread count.
+// `lpattn info`: the library version, the Highway targets, the native families (compiled, on
+// this CPU, enabled), how each operand kind is multiplied, and the TBB thread count.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -29,7 +30,9 @@ struct InfoOptions {
 
 CLI::App* AddInfo(CLI::App& app, InfoOptions& options) {
   CLI::App* info = app.add_subcommand(
-      "info", "library version, Highway targets (compiled, supported, chosen), TBB threads");
+      "info",
+      "library version, Highway targets (compiled, supported, chosen), native paths (compiled, "
+      "on this CPU, enabled) and how each operand kind is multiplied, TBB threads");
   AddThreadsOption(info, options.threads);
   return info;
 }
@@ -42,6 +45,20 @@ int RunInfo(const InfoOptions& options) {
   std::printf("highway targets compiled:  %s\n", Join(dispatch.compiled).c_str());
   std::printf("highway targets supported: %s\n", Join(dispatch.supported).c_str());
   std::printf("highway target chosen:     %s\n", dispatch.chosen.c_str());
+  std::vector<std::string> compiled, cpu, enabled;
+  for (const NativePathInfo& path : dispatch.native) {
+    if (path.compiled) compiled.push_back(path.name);
+    if (path.cpu) cpu.push_back(path.name);
+    if (path.enabled) enabled.push_back(path.name);
+  }
+  std::printf("native paths compiled:     %s\n", compiled.empty() ? "none" : Join(compiled).c_str());
+  std::printf("native paths on this CPU:  %s\n", cpu.empty() ? "none" : Join(cpu).c_str());
+  std::printf("native paths enabled:      %s\n", enabled.empty() ? "none" : Join(enabled).c_str());
+  for (const NativePathInfo& path : dispatch.native) {
+    if (!path.note.empty()) std::printf("  %s: %s\n", path.name.c_str(), path.note.c_str());
+  }
+  std::printf("products:\n");
+  for (const std::string& line : dispatch.products) std::printf("  %s\n", line.c_str());
   std::printf("tbb threads:               %d\n", threads);
   return 0;
 }

@@ -1,4 +1,4 @@
-// Named sweeps: the arms, seeds and evaluation swaps of an experiment the spec describes, with
+// Named sweeps (docs/harness.md §4): the arms, seeds and evaluation swaps of an experiment, with
 // what its source paper reports beside each arm, so `lpattn sweep --plan NAME` runs it and
 // `lpattn report` prints our gaps next to the paper's.
 #ifndef LPATTN_HARNESS_SWEEP_SWEEP_PLAN_H_

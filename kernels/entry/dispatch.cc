@@ -1,9 +1,11 @@
 // Which Highway targets the kernels were compiled for, which this CPU runs, and which one
-// HWY_DYNAMIC_DISPATCH picks now; plus the hook that restricts dispatch to one target.
+// HWY_DYNAMIC_DISPATCH picks now; the native families and how each operand kind is multiplied;
+// plus the hooks that restrict dispatch to one target and the native families to a set.
 #include <string>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/native/native_paths.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/entry/dispatch.cc"
@@ -43,6 +45,24 @@ std::vector<std::string> TargetNames(int64_t targets) {
   }
   return names;
 }
+
+// How each operand kind is multiplied under the chosen target and the enabled native families
+// (docs/design.md §4): the products of kernels/native/quantized_operands.cc's choices.
+std::vector<std::string> ProductRoutes(const std::string& target) {
+  const bool vnni = target == "AVX3" && native::NativePathEnabled(native::NativePath::kAvx512Vnni);
+  const std::string highway = "highway " + target;
+  return {
+      "fp32: " + highway + " (FMA register tiles)",
+      "int8 Q K^T and int8 P V: " +
+          (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
+                : highway + " (pmaddwd on int16 pairs)"),
+      "bf16 and fp16 K, V: " + highway + " (16-bit codes decoded to fp32 per key tile)",
+      "fp8 operands, smoothed or per-channel int8 K, thresholded attention's forward: simulated "
+      "(fp32 copies of the quantized values)",
+      "every backward: " + highway + " (fp32 products on the dequantized operands)",
+  };
+}
+
 }  // namespace
 
 DispatchInfo GetDispatchInfo() {
@@ -50,8 +70,15 @@ DispatchInfo GetDispatchInfo() {
   info.compiled = TargetNames(HWY_TARGETS);
   info.supported = TargetNames(CpuTargets());
   info.chosen = HWY_DYNAMIC_DISPATCH(DispatchedTargetName)();
+  for (const native::NativePathState& state : native::NativePathStates()) {
+    info.native.push_back({native::NativePathName(state.path), state.compiled, state.cpu,
+                           state.enabled, state.note});
+  }
+  info.products = ProductRoutes(info.chosen);
   return info;
 }
+
+bool SelectNativePaths(const std::string& names) { return native::SelectNativePaths(names); }
 
 bool SelectTarget(const std::string& name) {
   int64_t chosen = 0;

@@ -2,7 +2,8 @@
 // V, with widened multiply-accumulate), e.g. S^T = diag(row_scale) (K Q^T) diag(col_scale), where K and Q hold int8
 // codes widened to int16, the 16-bit products of each pair of channels are summed into int32
 // (x86's pmaddwd: twice the multiply-accumulates of an fp32 FMA per instruction), and the exact
-// integer sums are scaled once at the end.
+// integer sums are scaled once at the end. In the AVX3 code, with avx512_vnni enabled
+// (native_paths.h), the pair sums run as vpdpwssd (one instruction for pmaddwd + add).
 //
 // Layouts: a key row is `pairs` int32 words, each the int16 codes (k[2p], k[2p + 1]); the query
 // panel holds, for pair p, `width` queries' interleaved int16 pairs (q_i[2p], q_i[2p + 1]).
@@ -24,6 +25,7 @@
 #if HWY_TARGET == HWY_AVX3
 #include <immintrin.h>
 #endif
+#include "kernels/native/native_paths.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -139,10 +141,6 @@ __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
 
 #pragma GCC diagnostic pop
 
-inline bool CpuHasVnni() {
-  static const bool vnni = __builtin_cpu_supports("avx512vnni");
-  return vnni;
-}
 #endif  // HWY_TARGET == HWY_AVX3
 
 // kRows rows over all `cols` columns (a multiple of the vector length).
@@ -151,7 +149,7 @@ HWY_INLINE void IntRowsAllColumns(const PairRows& a, size_t r0, const PairPanel&
                                   const OutView& c, size_t pairs) {
   const size_t N = hn::Lanes(hn::ScalableTag<int32_t>());
 #if HWY_TARGET == HWY_AVX3
-  if (CpuHasVnni()) {
+  if (native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
     size_t c0 = 0;
     for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
       IntMicroTileVnni<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);

@@ -1,5 +1,5 @@
 // K-interval attention's options and its row-level transform (docs/math.md §2), in double,
-// written literally from the spec: the fp64 reference's rows and any small model's.
+// written literally from the math: the fp64 reference's rows and any small model's.
 #include "kernels/kinterval.h"
 
 #include <algorithm>

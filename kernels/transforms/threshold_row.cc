@@ -1,5 +1,5 @@
 // Thresholded attention's options and its row-level transform (docs/math.md §3), in double,
-// written literally from the spec: the fp64 reference's rows and any small model's.
+// written literally from the math: the fp64 reference's rows and any small model's.
 #include "kernels/threshold.h"
 
 #include <algorithm>
