@@ -50,13 +50,18 @@ std::vector<std::string> TargetNames(int64_t targets) {
 // (docs/design.md §4): the products of kernels/native/quantized_operands.cc's choices.
 std::vector<std::string> ProductRoutes(const std::string& target) {
   const bool vnni = target == "AVX3" && native::NativePathEnabled(native::NativePath::kAvx512Vnni);
+  const bool amx = native::NativePathEnabled(native::NativePath::kAmxBf16);
   const std::string highway = "highway " + target;
   return {
       "fp32: " + highway + " (FMA register tiles)",
       "int8 Q K^T and int8 P V: " +
           (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
                 : highway + " (pmaddwd on int16 pairs)"),
-      "bf16 and fp16 K, V: " + highway + " (16-bit codes decoded to fp32 per key tile)",
+      "bf16 Q K^T: " + (amx ? std::string("amx_bf16 (tdpbf16ps tiles) for head_dim a multiple of "
+                                          "32, else ")
+                            : std::string()) +
+          highway + " (K's codes decoded to fp32 per key tile)",
+      "bf16 and fp16 V, fp16 K: " + highway + " (16-bit codes decoded to fp32 per key tile)",
       "fp8 operands, smoothed or per-channel int8 K, thresholded attention's forward: simulated "
       "(fp32 copies of the quantized values)",
       "every backward: " + highway + " (fp32 products on the dequantized operands)",

@@ -18,9 +18,12 @@ namespace {
 constexpr uint32_t kPathCount = static_cast<uint32_t>(NativePath::kCount);
 
 // The families the library has kernels for today: the int8 products' vpdpwssd tile
-// (kernels/native/int_matmul_tile-inl.h, in the AVX3 code). The others are detected and
-// reported so that a user sees what the CPU offers.
-bool Compiled(NativePath path) { return path == NativePath::kAvx512Vnni; }
+// (kernels/native/int_matmul_tile-inl.h, in the AVX3 code) and the bf16 score product on AMX
+// tiles (kernels/native/amx_bf16.cc). The others are detected and reported so that a user sees
+// what the CPU offers.
+bool Compiled(NativePath path) {
+  return path == NativePath::kAvx512Vnni || path == NativePath::kAmxBf16;
+}
 
 // Whether the CPU (and OS, and for AMX the kernel's permission) has the family; `note` gets
 // why not when the cpuid bit is there but the family cannot be used.
@@ -124,7 +127,8 @@ std::vector<NativePathState> NativePathStates() {
                             : detail::enabled_paths.load(std::memory_order_relaxed);
   std::vector<NativePathState> states;
   for (uint32_t p = 0; p < kPathCount; ++p) {
-    NativePathState state{static_cast<NativePath>(p)};
+    NativePathState state;
+    state.path = static_cast<NativePath>(p);
     state.compiled = Compiled(state.path);
     state.cpu = OnCpu(state.path, &state.note);
     state.enabled = (mask >> p) & 1u;

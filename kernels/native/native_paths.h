@@ -26,7 +26,7 @@ enum class NativePath : uint32_t {
 const char* NativePathName(NativePath path);
 
 struct NativePathState {
-  NativePath path;
+  NativePath path = NativePath::kCount;
   bool compiled = false;  // the library has a kernel that uses it
   bool cpu = false;       // the CPU and its OS have it (for AMX: and Linux granted tile data)
   bool enabled = false;   // cpu, and not excluded by SelectNativePaths / LPATTN_NATIVE

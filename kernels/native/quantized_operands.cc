@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "kernels/native/amx_bf16.h"
+#include "kernels/native/native_paths.h"
 #include "quant/codec.h"
 #include "quant/quantizer.h"
 #include "tbb/parallel_for.h"
@@ -178,6 +180,11 @@ size_t QuantizedOperands::BytesHeld() const {
 }
 
 ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
+  // bf16 Q and K on AMX: the forward packs the (bf16-valued) copy of Q per query tile.
+  problem.amx_qk = problem.k_codes.data != nullptr && !problem.k_codes.fp16 &&
+                   precision_.QuerySpec().format == quant::Format::kBf16 &&
+                   native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
+                   native::NativePathEnabled(native::NativePath::kAmxBf16);
   if (!NativeInt8(precision_.KeySpec())) return Query(q);
   EncodeIntQueries(q, problem.int_qk);
   return q;

@@ -59,6 +59,9 @@ struct AttentionProblem {
   CodedKv k_codes, v_codes;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
   IntPv int_pv;  // P V from integer products when set (dense forward with p = int8: exact, K-interval)
+  // bf16 Q K^T on AMX tiles (kernels/native/amx_bf16.h) when set: K from k_codes (bf16), each
+  // query tile packed as bf16 pairs (dense transforms' forward only).
+  bool amx_qk = false;
   // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
   // before the P V product.
   quant::Format p_format = quant::Format::kFp32;

@@ -18,6 +18,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "kernels/native/amx_bf16.h"
 #include "kernels/native/int_matmul_tile-inl.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
@@ -189,11 +190,32 @@ HWY_INLINE void PackIntQueries(const AttentionProblem& p, size_t b, size_t h, si
   }
 }
 
+// The AMX bf16 path's query panel of one query tile (AttentionProblem::amx_qk): channel c of
+// query i as a bf16 code at panel[(c / 2) * 2 kTileQ + 2 i + c % 2], zero past nq. The queries
+// hold bf16 values already (the precision's copy), so the codes are exact.
+HWY_INLINE void PackBf16QueryPairs(const HeadRows& q, size_t i0, size_t nq, size_t dim,
+                                   TileWorkspace& ws) {
+  uint16_t* panel = reinterpret_cast<uint16_t*>(ws.int_panel.get());
+  std::fill(panel, panel + dim * kTileQ, uint16_t(0));
+  for (size_t i = 0; i < nq; ++i) {
+    const float* row = q.row(i0 + i);
+    for (size_t c = 0; c < dim; ++c) panel[(c / 2) * 2 * kTileQ + 2 * i + c % 2] = quant::EncodeBf16(row[c]);
+  }
+}
+
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
-// q_panel, or in ws's int panel on the int8 path), key-major with row stride kTileQ.
+// q_panel, or in ws's int panel on the int8 and AMX paths), key-major with row stride kTileQ.
+// On the AMX path up to 15 rows past nk are written too (the tile's buffer has them).
 HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
                           size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,
                           TileWorkspace& ws) {
+  if (p.amx_qk) {
+    native::AmxBf16ScoreTile(k.codes + j0 * k.token_stride, k.token_stride, nk,
+                             reinterpret_cast<const uint16_t*>(ws.int_panel.get()), kTileQ,
+                             columns, p.dim, p.scale, out, kTileQ,
+                             reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+    return;
+  }
   if (p.int_qk.k != nullptr) {
     const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
     IntMatMul({p.int_qk.k + row0 * pairs, pairs, 1, p.int_qk.k_scale + row0},

@@ -48,6 +48,8 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     float* out = ws.acc_a.get();
     if (p.int_qk.q != nullptr) {
       PackIntQueries(p, b, h, i0, nq, ws);
+    } else if (p.amx_qk) {
+      PackBf16QueryPairs(q, i0, nq, dim, ws);
     } else {
       PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel, p.unit_queries);
     }

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/kinterval.h"
+#include "kernels/native/amx_bf16.h"
 #include "kernels/native/cpu_features.h"
 #include "kernels/native/native_paths.h"
 #include "kernels/prepared_kv.h"
@@ -173,7 +175,9 @@ TEST(NativePaths, Int8ProductsAreBitIdenticalWithAndWithoutVnni) {
   for (const NativePathInfo& path : info.native) vnni |= path.name == "avx512_vnni" && path.cpu;
   bool avx3 = false;
   for (const std::string& target : info.supported) avx3 |= target == "AVX3";
-  if (!vnni || !avx3) GTEST_SKIP() << "avx512_vnni not run on this CPU: the CPU lacks it";
+  if (!vnni || !avx3) {
+    GTEST_SKIP() << "avx512_vnni not run: " << (vnni ? "this build has no AVX3 target" : "the CPU lacks it");
+  }
   const ScopedTarget target("AVX3");
   ASSERT_TRUE(target.ok);
   for (const char* precision : {"qk=int8,pv=int8,p=int8,gran=tensor", "qk=int8,pv=bf16,gran=token",
@@ -187,6 +191,124 @@ TEST(NativePaths, Int8ProductsAreBitIdenticalWithAndWithoutVnni) {
     ASSERT_TRUE(SelectNativePaths(""));
     EXPECT_EQ(with.o.storage, without.o.storage) << precision;
     EXPECT_EQ(with.lse, without.lse) << precision;
+  }
+}
+
+bool AmxBf16Enabled() { return native::NativePathEnabled(native::NativePath::kAmxBf16); }
+
+// The score tile against sums in double of the same bf16 values: every row count of a 48-key
+// tile (full 16-key blocks, the copied tail, pairs of blocks and single ones), column counts
+// that are not whole pairs of 16-query blocks, strided keys, and each head dimension it takes.
+TEST(NativePaths, AmxBf16ScoreTileMatchesDoubleSums) {
+  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  constexpr size_t kWidth = 96;
+  for (const size_t dim : {32, 64, 96, 128, 256}) {
+    for (const size_t rows : {1, 7, 16, 17, 31, 32, 33, 47, 48}) {
+      for (const size_t cols : {16, 32, 48, 96}) {
+        const size_t key_stride = dim + 32;  // a strided view of the codes
+        std::vector<uint16_t> keys(rows * key_stride), pairs(dim * kWidth, 0), tail(16 * dim);
+        std::vector<float> kf(rows * dim), qf(cols * dim);
+        for (size_t j = 0; j < rows; ++j) {
+          for (size_t c = 0; c < dim; ++c) {
+            keys[j * key_stride + c] = quant::EncodeBf16(normal(rng));
+            kf[j * dim + c] = quant::DecodeBf16(keys[j * key_stride + c]);
+          }
+        }
+        for (size_t i = 0; i < cols; ++i) {
+          for (size_t c = 0; c < dim; ++c) {
+            const uint16_t code = quant::EncodeBf16(normal(rng));
+            pairs[(c / 2) * 2 * kWidth + 2 * i + c % 2] = code;
+            qf[i * dim + c] = quant::DecodeBf16(code);
+          }
+        }
+        std::vector<float> out(48 * kWidth, -1.0f);
+        const float scale = 0.125f;
+        native::AmxBf16ScoreTile(keys.data(), key_stride, rows, pairs.data(), kWidth, cols, dim,
+                                 scale, out.data(), kWidth, tail.data());
+        double worst = 0.0;
+        for (size_t j = 0; j < rows; ++j) {
+          for (size_t i = 0; i < cols; ++i) {
+            double sum = 0.0;
+            for (size_t c = 0; c < dim; ++c) sum += double(kf[j * dim + c]) * qf[i * dim + c];
+            worst = std::max(worst, std::abs(out[j * kWidth + i] - scale * sum) / (1.0 + std::abs(scale * sum)));
+          }
+        }
+        EXPECT_LE(worst, 1e-5) << "dim " << dim << " rows " << rows << " cols " << cols;
+        // Rows past `rows` up to the next 16 are zeros (the padded tail); none beyond.
+        for (size_t j = rows; j < (rows + 15) / 16 * 16; ++j) EXPECT_EQ(out[j * kWidth], 0.0f);
+        for (size_t j = (rows + 15) / 16 * 16; j < 48; ++j) EXPECT_EQ(out[j * kWidth], -1.0f);
+      }
+    }
+  }
+}
+
+// The whole kernels with bf16 Q and K: AMX tiles for the score product against the Highway
+// path (decoded K, fp32 products) and against the reference, exact and K-interval, causal and
+// not, GQA, sinks, [B, T, H, D] strides, key counts with tails, each head dimension the tiles
+// take and one they do not (which falls back), through the per-call and the prepared K/V.
+TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
+  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
+  struct Case {
+    AttentionShape shape;
+    bool causal;
+    SinkMode sink;
+    Layout layout;
+  };
+  const Case cases[] = {
+      {{1, 2, 2, 100, 100, 64}, true, SinkMode::kNone, Layout::kBHTD},
+      {{2, 4, 2, 37, 301, 32}, true, SinkMode::kLearned, Layout::kBTHD},
+      {{1, 2, 1, 130, 49, 128}, false, SinkMode::kOffByOne, Layout::kBHTD},
+      {{1, 1, 1, 17, 17, 256}, true, SinkMode::kNone, Layout::kBTHD},
+      {{1, 2, 2, 64, 64, 80}, true, SinkMode::kNone, Layout::kBHTD},  // 80: not taken
+  };
+  const char* precision = "qk=bf16,pv=bf16";
+  for (const Case& k : cases) {
+    AttentionCase c(k.shape, k.causal, k.sink, k.layout, 11);
+    c.options.precision = ParsePrecision(precision);
+    ASSERT_TRUE(SelectNativePaths(""));
+    const KernelOutputs amx = c.Run(false);
+    PreparedKv prepared(c.shape, c.options.precision, c.k.cview(), c.v.cview());
+    KernelOutputs amx_prepared;
+    amx_prepared.o = OwnedTensor(k.shape.batch, k.shape.heads, k.shape.q_len, k.shape.head_dim, k.layout);
+    amx_prepared.lse.assign(amx.lse.size(), 0.0f);
+    ExactForward(c.shape, c.options, c.q.cview(), prepared, amx_prepared.o.view(), amx_prepared.lse.data());
+    ASSERT_TRUE(SelectNativePaths("none"));
+    const KernelOutputs highway = c.Run(false);
+    ASSERT_TRUE(SelectNativePaths(""));
+    const std::string what = "D " + std::to_string(k.shape.head_dim) + " Tk " + std::to_string(k.shape.kv_len);
+    EXPECT_LE(ScaledMaxError(amx.o.Dense(), highway.o.Dense()), 1e-6) << what;
+    EXPECT_LE(ScaledMaxError(ToDouble(amx.lse), ToDouble(highway.lse)), 1e-6) << what;
+    EXPECT_EQ(amx.o.storage, amx_prepared.o.storage) << what;
+    const ReferenceForwardResult ref = c.ReferenceForward();
+    EXPECT_LE(ScaledMaxError(amx.o.Dense(), ref.o), 1e-5) << what;
+    EXPECT_LE(ScaledMaxError(ToDouble(amx.lse), ref.lse), 1e-5) << what;
+  }
+  // K-interval (its statistics pass and weighting pass both take the score seam).
+  for (const char* kint : {"K=4,cal=minmax,round=lerp", "K=16,cal=window,round=nearest,ste=prob"}) {
+    const AttentionShape shape{1, 4, 2, 90, 150, 64};
+    AttentionCase c(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
+    c.options.precision = ParsePrecision(precision);
+    const KIntervalOptions options = ParseKInterval(kint);
+    const auto run = [&] {
+      OwnedTensor o(1, 4, 90, 64, Layout::kBHTD);
+      const size_t rows = 4 * 90;
+      std::vector<float> m(rows), r(rows), z(rows), lse(rows);
+      std::vector<int32_t> argmax(rows), argmin(rows);
+      KIntervalForward(shape, c.options, options,
+                       {c.q.cview(), c.k.cview(), c.v.cview(), o.view(), {m.data(), r.data(),
+                        z.data(), lse.data(), argmax.data(), argmin.data()}});
+      return o.Dense();
+    };
+    ASSERT_TRUE(SelectNativePaths(""));
+    const std::vector<double> amx = run();
+    ASSERT_TRUE(SelectNativePaths("none"));
+    const std::vector<double> highway = run();
+    ASSERT_TRUE(SelectNativePaths(""));
+    // Nearest may round a score within float rounding of a half-node the other way.
+    EXPECT_LE(ScaledMaxError(amx, highway), std::string(kint).find("nearest") != std::string::npos ? 0.5 : 1e-5)
+        << kint;
   }
 }
 
