@@ -530,7 +530,8 @@ const bool kRegistered = [] {
   RegisterFamily(kAttentionGrid, "exact_fwd", [](benchmark::State& s) { BM_ExactForward(s); });
   RegisterFamily(kAttentionGrid, "exact_bwd", [](benchmark::State& s) { BM_ExactBackward(s); });
   // Low-precision operands (docs/math.md §4), named exact+qk=int8+pv=bf16 and so on.
-  for (const char* text : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=int8,pv=int8",
+  for (const char* text : {"qk=bf16,pv=bf16", "qk=bf16,pv=bf16,p=bf16", "qk=fp16,pv=fp16",
+                           "qk=int8,pv=int8",
                            "qk=fp8e4m3,pv=fp8e4m3", "qk=int8,pv=bf16",
                            "qk=int8,pv=int8,p=int8,gran=tensor",
                            "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"}) {

@@ -61,7 +61,13 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
                                           "32, else ")
                             : std::string()) +
           highway + " (K's codes decoded to fp32 per key tile)",
-      "bf16 and fp16 V, fp16 K: " + highway + " (16-bit codes decoded to fp32 per key tile)",
+      "bf16 P V with p=bf16: " +
+          (amx && native::NativePathEnabled(native::NativePath::kAvx512Bf16)
+               ? std::string("amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles) for head_dim a "
+                             "multiple of 32 and a finite V, else ")
+               : std::string()) +
+          highway + " (V's codes decoded to fp32 per key tile)",
+      "bf16 and fp16 V otherwise, fp16 K: " + highway + " (16-bit codes decoded to fp32 per key tile)",
       "fp8 operands, smoothed or per-channel int8 K, thresholded attention's forward: simulated "
       "(fp32 copies of the quantized values)",
       "every backward: " + highway + " (fp32 products on the dequantized operands)",

@@ -98,6 +98,7 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
   problem.v_codes = prepared.coded.v_codes;
   problem.int_qk = prepared.coded.int_qk;
   problem.int_pv = prepared.coded.int_pv;
+  problem.amx_pv = prepared.coded.amx_pv;
   RunWithThreads(options.threads, [&] {
     QuantizedOperands queries(shape, options.precision);
     ForwardArgs in = args;

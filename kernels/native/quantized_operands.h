@@ -73,6 +73,10 @@ class QuantizedOperands {
   // int8 P V on the native path: p = int8, V in int8 with one scale per tensor.
   bool NativeInt8Pv(const quant::QuantSpec& value) const;
   IntPv EncodeIntValues(ConstTensor v);
+  // bf16 V with p = bf16, a head dimension the tiles take, amx_bf16 and avx512_bf16 enabled
+  // and no inf or NaN in V: the P V product on AMX tiles.
+  bool AmxBf16Pv(ConstTensor v, const quant::QuantSpec& value) const;
+  AmxPv EncodeTransposedValues(ConstTensor v);
   std::vector<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                                  int64_t tokens, const char* what, std::vector<float>& scales);
   AttentionShape shape_;

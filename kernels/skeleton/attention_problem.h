@@ -47,6 +47,15 @@ struct IntPv {
   size_t key_pairs = 0;  // per (batch, kv head)
 };
 
+// V transposed, as bf16 codes, for the P V product on AMX tiles (with P rounded to bf16): per
+// (batch, kv head), [head_dim][key_stride] codes, zero from kv_len on; key_stride covers every
+// key tile's two 32-key tile steps. Set only when V holds no inf or NaN (a tile multiplies a
+// masked key's value by its zero weight).
+struct AmxPv {
+  const uint16_t* vt = nullptr;
+  size_t key_stride = 0;
+};
+
 struct AttentionProblem {
   size_t batch, heads, kv_heads, q_len, kv_len, dim;
   bool causal;
@@ -62,6 +71,7 @@ struct AttentionProblem {
   // bf16 Q K^T on AMX tiles (kernels/native/amx_bf16.h) when set: K from k_codes (bf16), each
   // query tile packed as bf16 pairs (dense transforms' forward only).
   bool amx_qk = false;
+  AmxPv amx_pv;  // P V on AMX tiles when set and amx_bf16 is still enabled, else V^T decoded
   // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
   // before the P V product.
   quant::Format p_format = quant::Format::kFp32;

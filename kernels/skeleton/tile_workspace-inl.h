@@ -275,6 +275,69 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
                   {out, padded_dim}, nq, padded_dim, pairs);
 }
 
+// ---- P V on AMX tiles (AttentionProblem::amx_pv, docs/design.md §4) ----
+// The output accumulates dim-major, out_t[c * kTileQ + i] (O^T = V^T P^T: V^T rows are the
+// tiles' A operand as stored, the weights' pairs their B operand).
+
+// Whether this call's P V runs on tiles: V^T prepared for them and the families still enabled.
+HWY_INLINE bool AmxPvEnabled(const AttentionProblem& p) {
+  return p.amx_pv.vt != nullptr && native::NativePathEnabled(native::NativePath::kAmxBf16) &&
+         native::NativePathEnabled(native::NativePath::kAvx512Bf16);
+}
+
+// out_t's columns i < nq times factor[i] (the online softmax's rescale); the padding columns
+// stay 0 whatever the transform left in their factors.
+HWY_INLINE void ScaleColumns(float* HWY_RESTRICT out_t, size_t dim, size_t nq,
+                             const float* HWY_RESTRICT factor) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  HWY_ALIGN float f[kTileQ];
+  for (size_t i = 0; i < kTileQ; ++i) f[i] = i < nq ? factor[i] : 0.0f;
+  for (size_t c = 0; c < dim; ++c) {
+    for (size_t i = 0; i < kTileQ; i += N) {
+      float* row = out_t + c * kTileQ + i;
+      hn::Store(hn::Mul(hn::Load(d, f + i), hn::Load(d, row)), d, row);
+    }
+  }
+}
+
+// out_t += V^T P^T for keys [j0, j0 + nk): the key-major weights become bf16 pairs (rounded to
+// nearest even: what RoundWeights does for p = bf16) over one or two 32-key steps; the second
+// step's keys past nk have zero weights (their V^T columns are the next tile's or zeros).
+HWY_INLINE void AmxWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
+                                      size_t j0, size_t nk, size_t columns, const float* weights,
+                                      float* out_t, TileWorkspace& ws) {
+  const size_t depth = nk > 32 ? 64 : 32;
+  uint16_t* pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
+  native::AmxBf16WeightPairs(weights, nk, columns, kTileQ, depth, pairs);
+  const uint16_t* vt = p.amx_pv.vt + (b * p.kv_heads + kv_head) * p.dim * p.amx_pv.key_stride + j0;
+  native::AmxBf16MatMul(vt, p.amx_pv.key_stride, p.dim, pairs, 2 * kTileQ, columns, depth, true,
+                        out_t, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+}
+
+// V rows [first, first + n) decoded from the transposed codes, for a call whose amx_bf16 was
+// turned off after its K and V were prepared for the tiles.
+HWY_INLINE RhsView TransposedValueRows(const AttentionProblem& p, size_t b, size_t kv_head,
+                                       size_t first, size_t n, size_t padded_dim,
+                                       float* HWY_RESTRICT scratch) {
+  const uint16_t* vt = p.amx_pv.vt + (b * p.kv_heads + kv_head) * p.dim * p.amx_pv.key_stride;
+  for (size_t j = 0; j < n; ++j) {
+    for (size_t c = 0; c < padded_dim; ++c) {
+      scratch[j * padded_dim + c] =
+          c < p.dim ? quant::DecodeBf16(vt[c * p.amx_pv.key_stride + first + j]) : 0.0f;
+    }
+  }
+  return {scratch, padded_dim};
+}
+
+// out rows i < n: factor[i] times out_t's column i.
+HWY_INLINE void StoreColumns(const float* HWY_RESTRICT out_t, size_t n, size_t dim,
+                             const float* factor, float* out, size_t out_stride) {
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t c = 0; c < dim; ++c) out[i * out_stride + c] = factor[i] * out_t[c * kTileQ + i];
+  }
+}
+
 HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,
                            size_t padded_dim, float* HWY_RESTRICT scratch) {
   if (src.codes != nullptr) {

@@ -56,6 +56,9 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     if (two_views) PackTransposed(RowsOf(second.q, b, h), i0, nq, dim, p.scale, kTileQ,
                                   ws.panel_b.get(), p.unit_queries);
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
+    const bool amx_pv = !Transform::kSparseWeights && AmxPvEnabled(p);
+    float* out_t = ws.acc_b.get();  // the dim-major accumulator of P V on tiles
+    if (amx_pv) std::fill(out_t, out_t + padded_dim * kTileQ, 0.0f);
     typename Transform::ForwardState state;
     const size_t row = (b * p.heads + h) * p.q_len + i0;
     tr.BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f, row);
@@ -95,6 +98,11 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
                           out);
       } else {
         tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
+        if (amx_pv) {
+          ScaleColumns(out_t, dim, nq, ws.factor);
+          AmxWeightsTimesValues(p, b, h / p.group(), j0, nk, columns, scores, out_t, ws);
+          continue;
+        }
         ScaleRows(out, nq, padded_dim, ws.factor);
         if (p.int_pv.v != nullptr) {  // rounds P itself, to the codes it multiplies
           IntWeightsTimesValues(p, b, h / p.group(), j0, nk, nq, columns, scores, out, padded_dim,
@@ -104,14 +112,21 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
         if (p.p_format != quant::Format::kFp32) {
           RoundWeights(scores, nk, columns, p.p_format, p.p_scale);
         }
-        const RhsView v_rows = DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
+        const RhsView v_rows =
+            p.amx_pv.vt != nullptr
+                ? TransposedValueRows(p, b, h / p.group(), j0, nk, padded_dim, ws.rows.get())
+                : DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
         MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
                      ws.range_begin, ws.range_end);
       }
     }
     tr.FinishForward(state, nq, ws.factor, row);
-    StoreRows(out, nq, dim, padded_dim, ws.factor, 1.0f, RowOf(args.o, b, h, i0),
-              size_t(args.o.strides.token));
+    if (amx_pv) {
+      StoreColumns(out_t, nq, dim, ws.factor, RowOf(args.o, b, h, i0), size_t(args.o.strides.token));
+    } else {
+      StoreRows(out, nq, dim, padded_dim, ws.factor, 1.0f, RowOf(args.o, b, h, i0),
+                size_t(args.o.strides.token));
+    }
   });
 }
 

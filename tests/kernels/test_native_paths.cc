@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -310,6 +312,146 @@ TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
     EXPECT_LE(ScaledMaxError(amx, highway), std::string(kint).find("nearest") != std::string::npos ? 0.5 : 1e-5)
         << kint;
   }
+}
+
+// The weight pairs against the bf16 codec on each weight: every key count of a tile, both
+// depths, column counts that are and are not whole pairs of 16-query blocks.
+TEST(NativePaths, AmxBf16WeightPairsRoundAsTheCodec) {
+  if (!AmxBf16Enabled() || !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
+    GTEST_SKIP() << "avx512_bf16 not run on this CPU: the CPU lacks it";
+  }
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  constexpr size_t kWidth = 96;
+  std::vector<float> weights(48 * kWidth);
+  for (float& w : weights) w = unit(rng);
+  weights[5] = 1.0f + 1.0f / 256;  // exactly half way between two bf16 values: to even
+  for (const size_t nk : {1, 17, 32, 33, 47, 48}) {
+    for (const size_t cols : {16, 48, 96}) {
+      const size_t depth = nk > 32 ? 64 : 32;
+      std::vector<uint16_t> pairs(depth / 2 * 2 * kWidth, 0xffff);
+      native::AmxBf16WeightPairs(weights.data(), nk, cols, kWidth, depth, pairs.data());
+      for (size_t j = 0; j < depth; ++j) {
+        for (size_t i = 0; i < cols; ++i) {
+          const uint16_t expected = j < nk ? quant::EncodeBf16(weights[j * kWidth + i]) : 0;
+          ASSERT_EQ(pairs[(j / 2) * 2 * kWidth + 2 * i + j % 2], expected)
+              << "key " << j << " query " << i << " nk " << nk;
+        }
+      }
+    }
+  }
+}
+
+TEST(NativePaths, AmxBf16MatMulAccumulates) {
+  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
+  constexpr size_t kRows = 64, kCols = 96, kDepth = 64;
+  std::vector<uint16_t> a(kRows * kDepth), b(kDepth / 2 * 2 * kCols), tail(16 * kDepth);
+  std::vector<float> c(kRows * kCols), expected(kRows * kCols);
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t k = 0; k < kDepth; ++k) a[r * kDepth + k] = quant::EncodeBf16(float(int(r + k) % 5 - 2));
+  }
+  for (size_t k = 0; k < kDepth; ++k) {
+    for (size_t n = 0; n < kCols; ++n) {
+      b[(k / 2) * 2 * kCols + 2 * n + k % 2] = quant::EncodeBf16(float(int(3 * k + n) % 7 - 3));
+    }
+  }
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t n = 0; n < kCols; ++n) {
+      c[r * kCols + n] = float(r) - float(n);
+      double sum = c[r * kCols + n];
+      for (size_t k = 0; k < kDepth; ++k) {
+        sum += double(quant::DecodeBf16(a[r * kDepth + k])) *
+               quant::DecodeBf16(b[(k / 2) * 2 * kCols + 2 * n + k % 2]);
+      }
+      expected[r * kCols + n] = float(sum);
+    }
+  }
+  native::AmxBf16MatMul(a.data(), kDepth, kRows, b.data(), 2 * kCols, kCols, kDepth, true, c.data(),
+                        kCols, tail.data());
+  EXPECT_EQ(c, expected);  // small integers: every sum is exact
+}
+
+// P V on tiles (pv=bf16 with p=bf16): against the Highway path, whose bf16-rounded weights may
+// round the other way where its fp32 scores differ from the tiles' by an ulp (one row of O then
+// moves by one bf16 step of one weight), per call and prepared, with exact and K-interval
+// attention; a V with a NaN takes the Highway path (the tiles would spread it to rows that do
+// not see its key); a prepared V keeps working when the tiles are turned off after preparing.
+void ExpectRowsClose(const std::vector<double>& x, const std::vector<double>& y, size_t dim,
+                     const std::string& what) {
+  double scale = 0.0;
+  for (const double v : y) scale = std::max(scale, std::abs(v));
+  const size_t rows = y.size() / dim;
+  size_t moved = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    double err = 0.0;
+    for (size_t c = 0; c < dim; ++c) err = std::max(err, std::abs(x[r * dim + c] - y[r * dim + c]));
+    err /= 1.0 + scale;
+    EXPECT_LE(err, 0.05) << what << " row " << r;
+    moved += err > 1e-5 ? 1 : 0;
+  }
+  EXPECT_LE(moved, rows / 100 + 1) << what;
+}
+
+TEST(NativePaths, AmxBf16WeightsTimesValuesMatchTheHighwayPath) {
+  if (!AmxBf16Enabled() || !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
+    GTEST_SKIP() << "amx_bf16 P V not run on this CPU: the CPU lacks amx_bf16 or avx512_bf16";
+  }
+  const char* precision = "qk=bf16,pv=bf16,p=bf16";
+  const AttentionShape shapes[] = {{1, 2, 2, 100, 100, 64}, {2, 4, 2, 37, 301, 32},
+                                   {1, 2, 1, 130, 49, 128}, {1, 1, 1, 17, 17, 256}};
+  for (const AttentionShape& shape : shapes) {
+    for (const bool causal : {true, false}) {
+      AttentionCase c(shape, causal, causal ? SinkMode::kLearned : SinkMode::kNone, Layout::kBTHD, 13);
+      c.options.precision = ParsePrecision(precision);
+      const std::string what = "D " + std::to_string(shape.head_dim) + " Tk " + std::to_string(shape.kv_len);
+      ASSERT_TRUE(SelectNativePaths(""));
+      const KernelOutputs tiles = c.Run(false);
+      PreparedKv prepared(c.shape, c.options.precision, c.k.cview(), c.v.cview());
+      OwnedTensor o_prepared(shape.batch, shape.heads, shape.q_len, shape.head_dim, Layout::kBTHD);
+      std::vector<float> lse_prepared(tiles.lse.size());
+      ExactForward(c.shape, c.options, c.q.cview(), prepared, o_prepared.view(), lse_prepared.data());
+      EXPECT_EQ(tiles.o.storage, o_prepared.storage) << what;
+      ASSERT_TRUE(SelectNativePaths("none"));
+      const KernelOutputs highway = c.Run(false);
+      // The prepared V^T, decoded, after the tiles were turned off.
+      OwnedTensor o_off(shape.batch, shape.heads, shape.q_len, shape.head_dim, Layout::kBTHD);
+      ExactForward(c.shape, c.options, c.q.cview(), prepared, o_off.view(), lse_prepared.data());
+      ASSERT_TRUE(SelectNativePaths(""));
+      ExpectRowsClose(tiles.o.Dense(), highway.o.Dense(), size_t(shape.head_dim), what);
+      ExpectRowsClose(o_off.Dense(), highway.o.Dense(), size_t(shape.head_dim), what + " off");
+      EXPECT_LE(ScaledMaxError(ToDouble(tiles.lse), ToDouble(highway.lse)), 1e-6) << what;
+    }
+  }
+  // A NaN in V: only the rows that see its key are NaN, as on every other path.
+  AttentionCase c({1, 1, 1, 64, 64, 64}, true, SinkMode::kNone, Layout::kBHTD, 2);
+  c.options.precision = ParsePrecision(precision);
+  c.v.at(0, 0, 40, 3) = std::numeric_limits<float>::quiet_NaN();
+  const KernelOutputs out = c.Run(false);
+  for (int64_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(std::isnan(out.o.at(0, 0, i, 3)), i >= 40) << "row " << i;
+    EXPECT_FALSE(std::isnan(out.o.at(0, 0, i, 4))) << "row " << i;
+  }
+  // K-interval's weights on the tiles.
+  const AttentionShape shape{1, 4, 2, 90, 150, 64};
+  AttentionCase k(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
+  k.options.precision = ParsePrecision(precision);
+  const KIntervalOptions options = ParseKInterval("K=16,cal=window,round=lerp");
+  const auto run = [&] {
+    OwnedTensor o(1, 4, 90, 64, Layout::kBHTD);
+    const size_t rows = 4 * 90;
+    std::vector<float> m(rows), r(rows), z(rows), lse(rows);
+    std::vector<int32_t> argmax(rows), argmin(rows);
+    KIntervalForward(shape, k.options, options,
+                     {k.q.cview(), k.k.cview(), k.v.cview(), o.view(),
+                      {m.data(), r.data(), z.data(), lse.data(), argmax.data(), argmin.data()}});
+    return o.Dense();
+  };
+  ASSERT_TRUE(SelectNativePaths(""));
+  const std::vector<double> tiles = run();
+  ASSERT_TRUE(SelectNativePaths("none"));
+  const std::vector<double> highway = run();
+  ASSERT_TRUE(SelectNativePaths(""));
+  ExpectRowsClose(tiles, highway, 64, "K-interval");
 }
 
 }  // namespace

@@ -231,6 +231,7 @@ void ExpectRoundedWeightsMatchReference(AttentionCase c, const std::string& prec
 TEST(PrecisionKernels, RoundedWeightsMatchTheReference) {
   for (const char* precision : {"p=int8", "p=fp8e4m3", "p=fp8e5m2", "p=bf16",
                                 "qk=int8,pv=int8,p=int8", "qk=bf16,pv=bf16,p=fp8e4m3",
+                                "qk=bf16,pv=bf16,p=bf16",  // on AMX tiles where the CPU has them
                                 "qk=int8,pv=int8,p=int8,gran=tensor"}) {
     for (bool causal : {false, true}) {
       ExpectRoundedWeightsMatchReference(
