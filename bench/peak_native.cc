@@ -124,16 +124,24 @@ __attribute__((target("avx2,avxvnni"))) double AvxVnniLoop(int64_t n, float* sin
 }
 #undef LPATTN_TWELVE
 
-// Palette 1 with every one of the eight tiles 16 rows x 64 bytes.
-__attribute__((target("amx-tile"))) void LoadFullTileConfig() {
-  alignas(64) uint8_t config[64] = {};
-  config[0] = 1;
+// Palette 1 with every one of the eight tiles 16 rows x 64 bytes, as a constant in memory:
+// GCC 12's _tile_loadconfig says it reads only a pointer's worth of its argument, so the
+// stores that would fill a local configuration can be dropped as dead.
+struct TileConfig {
+  alignas(64) uint8_t bytes[64];
+};
+constexpr TileConfig MakeTileConfig() {
+  TileConfig config{};
+  config.bytes[0] = 1;
   for (int t = 0; t < 8; ++t) {
-    config[16 + 2 * t] = 64;
-    config[48 + t] = 16;
+    config.bytes[16 + 2 * t] = 64;
+    config.bytes[48 + t] = 16;
   }
-  _tile_loadconfig(config);
+  return config;
 }
+constexpr TileConfig kTileConfig = MakeTileConfig();
+
+__attribute__((target("amx-tile"))) void LoadFullTileConfig() { _tile_loadconfig(kTileConfig.bytes); }
 
 // Operands of the AMX loops: zeros (a tile product takes the same time whatever its values).
 alignas(64) const uint16_t kBf16Zeros[16 * 32] = {};

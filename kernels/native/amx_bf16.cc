@@ -1,7 +1,7 @@
 // AMX bf16 tiles (amx_bf16.h). One palette for every lpattn tile product: the eight tiles 16
-// rows x 64 bytes (16 fp32, or 32 bf16 as 16 pairs). A call configures the tiles, computes,
-// and releases them, so nothing is left configured between calls (a thread's other AMX code,
-// or a context switch, never sees lpattn's state).
+// rows x 64 bytes (16 fp32, or 32 bf16 as 16 pairs), configured by an AmxTiles scope (once per
+// forward task: ldtilecfg was a tenth of the products' time when every product configured its
+// own) and released when it ends, so nothing is left configured between calls.
 #include "kernels/native/amx_bf16.h"
 
 #include <immintrin.h>
@@ -15,15 +15,24 @@ namespace {
 constexpr size_t kTileRows = 16;
 constexpr size_t kTileBytes = 64;
 
-__attribute__((target("amx-tile"))) void ConfigureTiles() {
-  alignas(64) uint8_t config[64] = {};
-  config[0] = 1;  // palette 1
+// GCC 12's _tile_loadconfig tells the compiler it reads only a pointer's worth of the
+// configuration, so the stores that fill a local one can be dropped as dead: the configuration
+// is a constant in memory instead.
+struct TileConfig {
+  alignas(64) uint8_t bytes[64];
+};
+constexpr TileConfig MakeTileConfig() {
+  TileConfig config{};
+  config.bytes[0] = 1;  // palette 1
   for (int t = 0; t < 8; ++t) {
-    config[16 + 2 * t] = kTileBytes;  // bytes per row
-    config[48 + t] = kTileRows;       // rows
+    config.bytes[16 + 2 * t] = kTileBytes;  // bytes per row
+    config.bytes[48 + t] = kTileRows;       // rows
   }
-  _tile_loadconfig(config);
+  return config;
 }
+constexpr TileConfig kTileConfig = MakeTileConfig();
+
+__attribute__((target("amx-tile"))) void ConfigureTiles() { _tile_loadconfig(kTileConfig.bytes); }
 
 // C tiles 0..3 hold a 2 x 2 block of 16 x 16 sums: row blocks (a0, a1) x column blocks (b0,
 // b0 + 16). A tiles 4, 5: 16 rows x 32 codes each; B tiles 6, 7: 16 pair rows x 16 columns each.
@@ -83,7 +92,12 @@ __attribute__((target("avx512f"))) void ScaleTile(float* out, size_t out_stride,
   }
 }
 
+__attribute__((target("amx-tile"))) void ReleaseTiles() { _tile_release(); }
+
 }  // namespace
+
+AmxTiles::AmxTiles() { ConfigureTiles(); }
+AmxTiles::~AmxTiles() { ReleaseTiles(); }
 
 __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16MatMul(
     const uint16_t* a, size_t a_stride, size_t rows, const uint16_t* b, size_t b_stride,
@@ -106,7 +120,6 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16MatMul(
   const auto block_bytes = [&](size_t rb) {
     return (rb + 1 == row_blocks ? last_stride : a_stride) * 2;
   };
-  ConfigureTiles();
   for (size_t rb = 0; rb < row_blocks; rb += 2) {
     const bool two_rows = rb + 1 < row_blocks;
     // A pair of row blocks shares one row stride unless its second block is the copied tail:
@@ -124,7 +137,6 @@ __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16MatMul(
       }
     }
   }
-  _tile_release();
 }
 
 void AmxBf16ScoreTile(const uint16_t* keys, size_t key_stride, size_t rows,

@@ -13,6 +13,18 @@ namespace lpattn::native {
 // The head dimensions the AMX products take: whole 32-channel tile rows.
 inline bool AmxBf16TakesDim(size_t dim) { return dim % 32 == 0 && dim > 0; }
 
+// The tiles configured for lpattn's products (palette 1, the eight tiles 16 rows x 64 bytes)
+// for as long as this object lives on the calling thread, released when it goes: a forward task
+// configures them once, not once per product. Every function below needs one alive on its
+// thread; nothing else may use AMX on that thread meanwhile.
+class AmxTiles {
+ public:
+  AmxTiles();
+  ~AmxTiles();
+  AmxTiles(const AmxTiles&) = delete;
+  AmxTiles& operator=(const AmxTiles&) = delete;
+};
+
 // C (+)= A B in fp32, C row-major [rows][cols rounded up to 16] with row stride c_stride
 // floats. A: `rows` rows of `depth` bf16 codes, row stride a_stride codes. B: depth x cols in
 // the tiles' pair layout, b[(k / 2) * b_stride + 2 * n + k % 2] = B(k, n), b_stride >= 2 *

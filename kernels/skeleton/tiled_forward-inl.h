@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
@@ -57,6 +58,8 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
                                   ws.panel_b.get(), p.unit_queries);
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
     const bool amx_pv = !Transform::kSparseWeights && AmxPvEnabled(p);
+    std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
+    if (p.amx_qk || amx_pv) tiles.emplace();
     float* out_t = ws.acc_b.get();  // the dim-major accumulator of P V on tiles
     if (amx_pv) std::fill(out_t, out_t + padded_dim * kTileQ, 0.0f);
     typename Transform::ForwardState state;

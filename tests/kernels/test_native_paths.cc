@@ -77,15 +77,25 @@ TEST(NativePaths, InfoListsEveryFamilyAndHowEachOperandIsMultiplied) {
 
 // tdpbf16ps on one 16 x 16 tile over 32 bf16 pairs against the same sums in a scalar loop
 // (exact here: small integers, whose products and sums fp32 holds exactly).
+// Palette 1, tiles 0-2 of 16 rows x 64 bytes; a constant in memory (GCC 12's _tile_loadconfig
+// reads it through an asm operand that covers only a pointer, so a local's stores may vanish).
+struct TileConfig {
+  alignas(64) uint8_t bytes[64];
+};
+constexpr TileConfig MakeThreeTiles() {
+  TileConfig config{};
+  config.bytes[0] = 1;
+  for (int t = 0; t < 3; ++t) {
+    config.bytes[16 + 2 * t] = 64;  // bytes per row: 16 fp32 or 32 bf16
+    config.bytes[48 + t] = 16;      // rows
+  }
+  return config;
+}
+constexpr TileConfig kThreeTiles = MakeThreeTiles();
+
 __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16Tile(const uint16_t* a, const uint16_t* b,
                                                                 float* c) {
-  alignas(64) uint8_t config[64] = {};
-  config[0] = 1;  // palette 1
-  for (int t = 0; t < 3; ++t) {
-    config[16 + 2 * t] = 64;  // bytes per row: 16 fp32 or 32 bf16
-    config[48 + t] = 16;      // rows
-  }
-  _tile_loadconfig(config);
+  _tile_loadconfig(kThreeTiles.bytes);
   _tile_zero(0);
   _tile_loadd(1, a, 64);
   _tile_loadd(2, b, 64);
@@ -227,6 +237,7 @@ TEST(NativePaths, AmxBf16ScoreTileMatchesDoubleSums) {
         }
         std::vector<float> out(48 * kWidth, -1.0f);
         const float scale = 0.125f;
+        const native::AmxTiles tiles;
         native::AmxBf16ScoreTile(keys.data(), key_stride, rows, pairs.data(), kWidth, cols, dim,
                                  scale, out.data(), kWidth, tail.data());
         double worst = 0.0;
@@ -366,6 +377,7 @@ TEST(NativePaths, AmxBf16MatMulAccumulates) {
       expected[r * kCols + n] = float(sum);
     }
   }
+  const native::AmxTiles tiles;
   native::AmxBf16MatMul(a.data(), kDepth, kRows, b.data(), 2 * kCols, kCols, kDepth, true, c.data(),
                         kCols, tail.data());
   EXPECT_EQ(c, expected);  // small integers: every sum is exact
