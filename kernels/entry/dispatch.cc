@@ -54,9 +54,15 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
   const std::string highway = "highway " + target;
   return {
       "fp32: " + highway + " (FMA register tiles)",
-      "int8 Q K^T and int8 P V: " +
+      "int8 Q K^T: " +
+          (native::NativePathEnabled(native::NativePath::kAmxInt8)
+               ? std::string("amx_int8 (tdpbssd tiles on int8 codes) for head_dim a multiple of "
+                             "64, else ")
+               : std::string()) +
           (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
                 : highway + " (pmaddwd on int16 pairs)"),
+      "int8 P V: " + (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
+                            : highway + " (pmaddwd on int16 pairs)"),
       "bf16 Q K^T: " + (amx ? std::string("amx_bf16 (tdpbf16ps tiles) for head_dim a multiple of "
                                           "32, else ")
                             : std::string()) +

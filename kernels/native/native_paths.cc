@@ -19,11 +19,11 @@ constexpr uint32_t kPathCount = static_cast<uint32_t>(NativePath::kCount);
 
 // The families the library has kernels for today: the int8 products' vpdpwssd tile
 // (kernels/native/int_matmul_tile-inl.h, in the AVX3 code) and the bf16 score product on AMX
-// tiles, with the weight pairs' conversion in avx512_bf16 (kernels/native/amx_bf16.cc). The
+// tiles, with the weight pairs' conversion in avx512_bf16 (kernels/native/amx_products.cc). The
 // others are detected and reported so that a user sees what the CPU offers.
 bool Compiled(NativePath path) {
   return path == NativePath::kAvx512Vnni || path == NativePath::kAmxBf16 ||
-         path == NativePath::kAvx512Bf16;
+         path == NativePath::kAvx512Bf16 || path == NativePath::kAmxInt8;
 }
 
 // Whether the CPU (and OS, and for AMX the kernel's permission) has the family; `note` gets

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/native/amx_bf16.h"
+#include "kernels/native/amx_products.h"
 #include "kernels/native/native_paths.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "quant/codec.h"
@@ -93,6 +93,20 @@ void QuantizedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
   out.pairs = pairs;
 }
 
+bool QuantizedOperands::AmxInt8Keys() const {
+  return native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
+         native::NativePathEnabled(native::NativePath::kAmxInt8);
+}
+
+void QuantizedOperands::EncodeInt8KeyRows(ConstTensor k, IntQk& out) {
+  std::vector<float>& scales = copies_.emplace_back();
+  std::vector<uint8_t>& codes = int8_rows_.emplace_back(Int8Codes(
+      k, precision_.KeySpec(), shape_.kv_heads, shape_.kv_len, "lpattn quantized K", scales));
+  out.k_rows = reinterpret_cast<const int8_t*>(codes.data());
+  out.k_scale = scales.data();
+  out.pairs = (size_t(shape_.head_dim) + 1) / 2;
+}
+
 bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
   return precision_.path == ComputePath::kNative && precision_.p == quant::Format::kInt8 &&
          value.format == quant::Format::kInt8 &&
@@ -178,7 +192,9 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
                                                         AttentionProblem& problem) {
   const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
   KvViews views{k, v};
-  if (NativeInt8(key)) {
+  if (NativeInt8(key) && AmxInt8Keys()) {
+    EncodeInt8KeyRows(k, problem.int_qk);
+  } else if (NativeInt8(key)) {
     EncodeIntKeys(k, problem.int_qk);
   } else if (Native(key)) {
     problem.k_codes = Encode(k, key.format);
@@ -220,6 +236,7 @@ size_t QuantizedOperands::BytesHeld() const {
   add(int_queries_);
   add(int_keys_);
   add(int_values_);
+  add(int8_rows_);
   return bytes;
 }
 
@@ -230,6 +247,8 @@ ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& p
                    native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
                    native::NativePathEnabled(native::NativePath::kAmxBf16);
   if (!NativeInt8(precision_.KeySpec())) return Query(q);
+  problem.amx_qk8 = problem.int_qk.k_rows != nullptr &&
+                    native::NativePathEnabled(native::NativePath::kAmxInt8);
   EncodeIntQueries(q, problem.int_qk);
   return q;
 }

@@ -70,6 +70,9 @@ class QuantizedOperands {
   // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.
   void EncodeIntQueries(ConstTensor q, IntQk& out);
   void EncodeIntKeys(ConstTensor k, IntQk& out);
+  // int8 K for AMX tiles (amx_int8 enabled, a head dimension they take): codes as rows.
+  bool AmxInt8Keys() const;
+  void EncodeInt8KeyRows(ConstTensor k, IntQk& out);
   // int8 P V on the native path: p = int8, V in int8 with one scale per tensor.
   bool NativeInt8Pv(const quant::QuantSpec& value) const;
   IntPv EncodeIntValues(ConstTensor v);
@@ -86,6 +89,7 @@ class QuantizedOperands {
   std::deque<std::vector<int16_t>> int_queries_;
   std::deque<std::vector<int32_t>> int_keys_;
   std::deque<std::vector<int16_t>> int_values_;
+  std::deque<std::vector<uint8_t>> int8_rows_;
 };
 
 }  // namespace lpattn

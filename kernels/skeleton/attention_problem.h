@@ -30,6 +30,8 @@ struct IntQk {
   const int16_t* q = nullptr;   // [rows][2 pairs]
   const float* q_scale = nullptr;
   const int32_t* k = nullptr;   // [rows][pairs], each word the int16 pair (k[2p], k[2p + 1])
+  // Or, prepared for AMX int8 tiles (then k is null): K's codes as rows [rows][head_dim].
+  const int8_t* k_rows = nullptr;
   const float* k_scale = nullptr;
   size_t pairs = 0;
 };
@@ -68,9 +70,13 @@ struct AttentionProblem {
   CodedKv k_codes, v_codes;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
   IntPv int_pv;  // P V from integer products when set (dense forward with p = int8: exact, K-interval)
-  // bf16 Q K^T on AMX tiles (kernels/native/amx_bf16.h) when set: K from k_codes (bf16), each
+  // bf16 Q K^T on AMX tiles (kernels/native/amx_products.h) when set: K from k_codes (bf16), each
   // query tile packed as bf16 pairs (dense transforms' forward only).
   bool amx_qk = false;
+  // int8 Q K^T on AMX tiles (tdpbssd) when set: K from int_qk.k_rows, each query tile packed
+  // as int8 quads. int_qk.k_rows without it (the tiles turned off since K was prepared): the
+  // rows are widened to pairs per key tile for the Highway integer tile.
+  bool amx_qk8 = false;
   AmxPv amx_pv;  // P V on AMX tiles when set and amx_bf16 is still enabled, else V^T decoded
   // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
   // before the P V product.

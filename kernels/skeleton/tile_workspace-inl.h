@@ -18,7 +18,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
-#include "kernels/native/amx_bf16.h"
+#include "kernels/native/amx_products.h"
 #include "kernels/native/int_matmul_tile-inl.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
@@ -190,6 +190,22 @@ HWY_INLINE void PackIntQueries(const AttentionProblem& p, size_t b, size_t h, si
   }
 }
 
+// The AMX int8 path's query panel of one query tile (AttentionProblem::amx_qk8): channel c of
+// query i at panel[(c / 4) * 4 kTileQ + 4 i + c % 4], zero past nq; col_scale as for the
+// integer tile (PackIntQueries).
+HWY_INLINE void PackInt8QueryQuads(const AttentionProblem& p, size_t b, size_t h, size_t i0,
+                                   size_t nq, TileWorkspace& ws) {
+  const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
+  int8_t* panel = reinterpret_cast<int8_t*>(ws.int_panel.get());
+  std::fill(panel, panel + p.dim * kTileQ, int8_t(0));
+  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
+    for (size_t c = 0; c < p.dim; ++c) panel[(c / 4) * 4 * kTileQ + 4 * i + c % 4] = int8_t(q[c]);
+    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+  }
+}
+
 // The AMX bf16 path's query panel of one query tile (AttentionProblem::amx_qk): channel c of
 // query i as a bf16 code at panel[(c / 2) * 2 kTileQ + 2 i + c % 2], zero past nq. The queries
 // hold bf16 values already (the precision's copy), so the codes are exact.
@@ -214,6 +230,29 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
                              reinterpret_cast<const uint16_t*>(ws.int_panel.get()), kTileQ,
                              columns, p.dim, p.scale, out, kTileQ,
                              reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+    return;
+  }
+  if (p.amx_qk8) {
+    const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    native::AmxInt8ScoreTile(p.int_qk.k_rows + row0 * p.dim, p.dim, nk,
+                             reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, columns,
+                             p.dim, p.int_qk.k_scale + row0, ws.col_scale, out, kTileQ,
+                             reinterpret_cast<int8_t*>(ws.key_rows.get()));
+    return;
+  }
+  if (p.int_qk.k_rows != nullptr) {  // rows prepared for the tiles, which are off now
+    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
+    for (size_t j = 0; j < nk; ++j) {
+      const int8_t* row = p.int_qk.k_rows + (row0 + j) * p.dim;
+      for (size_t pair = 0; pair < pairs; ++pair) {
+        const uint32_t lo = uint16_t(int16_t(row[2 * pair]));
+        const uint32_t hi = 2 * pair + 1 < p.dim ? uint16_t(int16_t(row[2 * pair + 1])) : 0u;
+        words[j * pairs + pair] = int32_t(lo | (hi << 16));
+      }
+    }
+    IntMatMul({words, pairs, 1, p.int_qk.k_scale + row0},
+              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
     return;
   }
   if (p.int_qk.k != nullptr) {

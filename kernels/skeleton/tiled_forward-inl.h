@@ -47,7 +47,9 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     float* q_panel = ws.panel_a.get();
     float* scores = ws.scores.get();
     float* out = ws.acc_a.get();
-    if (p.int_qk.q != nullptr) {
+    if (p.amx_qk8) {
+      PackInt8QueryQuads(p, b, h, i0, nq, ws);
+    } else if (p.int_qk.q != nullptr) {
       PackIntQueries(p, b, h, i0, nq, ws);
     } else if (p.amx_qk) {
       PackBf16QueryPairs(q, i0, nq, dim, ws);
@@ -59,7 +61,7 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
     const bool amx_pv = !Transform::kSparseWeights && AmxPvEnabled(p);
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (p.amx_qk || amx_pv) tiles.emplace();
+    if (p.amx_qk || p.amx_qk8 || amx_pv) tiles.emplace();
     float* out_t = ws.acc_b.get();  // the dim-major accumulator of P V on tiles
     if (amx_pv) std::fill(out_t, out_t + padded_dim * kTileQ, 0.0f);
     typename Transform::ForwardState state;

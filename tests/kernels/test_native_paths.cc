@@ -18,7 +18,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
-#include "kernels/native/amx_bf16.h"
+#include "kernels/native/amx_products.h"
 #include "kernels/native/cpu_features.h"
 #include "kernels/native/native_paths.h"
 #include "kernels/prepared_kv.h"
@@ -464,6 +464,45 @@ TEST(NativePaths, AmxBf16WeightsTimesValuesMatchTheHighwayPath) {
   const std::vector<double> highway = run();
   ASSERT_TRUE(SelectNativePaths(""));
   ExpectRowsClose(tiles, highway, 64, "K-interval");
+}
+
+// The int8 score product on tiles sums the same int8 products exactly in int32 and scales
+// them by the same expression as the Highway integer tile: the outputs are bit-identical, per
+// call and prepared, and with rows prepared for the tiles that are turned off afterwards.
+TEST(NativePaths, AmxInt8ScoresAreBitIdenticalToTheHighwayIntegerTile) {
+  if (!native::NativePathEnabled(native::NativePath::kAmxInt8)) {
+    GTEST_SKIP() << "amx_int8 not run on this CPU: the CPU lacks it";
+  }
+  struct Case {
+    AttentionShape shape;
+    const char* precision;
+  };
+  const Case cases[] = {
+      {{1, 2, 2, 100, 100, 64}, "qk=int8,pv=int8,p=int8,gran=tensor"},
+      {{2, 4, 2, 37, 301, 128}, "qk=int8,pv=bf16,gran=token"},
+      {{1, 2, 1, 130, 49, 256}, "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"},
+      {{1, 1, 1, 17, 17, 64}, "qk=int8,gran=block,block=4"},
+      {{1, 2, 2, 64, 64, 96}, "qk=int8,pv=int8"},  // 96: not taken by the tiles
+  };
+  for (const Case& k : cases) {
+    AttentionCase c(k.shape, true, SinkMode::kLearned, Layout::kBTHD, 17);
+    c.options.precision = ParsePrecision(k.precision);
+    ASSERT_TRUE(SelectNativePaths(""));
+    const KernelOutputs tiles = c.Run(false);
+    PreparedKv prepared(c.shape, c.options.precision, c.k.cview(), c.v.cview());
+    OwnedTensor o(k.shape.batch, k.shape.heads, k.shape.q_len, k.shape.head_dim, Layout::kBTHD);
+    std::vector<float> lse(tiles.lse.size());
+    ExactForward(c.shape, c.options, c.q.cview(), prepared, o.view(), lse.data());
+    EXPECT_EQ(o.storage, tiles.o.storage) << k.precision;
+    ASSERT_TRUE(SelectNativePaths("avx512_vnni"));
+    const KernelOutputs highway = c.Run(false);
+    OwnedTensor o_off(k.shape.batch, k.shape.heads, k.shape.q_len, k.shape.head_dim, Layout::kBTHD);
+    ExactForward(c.shape, c.options, c.q.cview(), prepared, o_off.view(), lse.data());
+    ASSERT_TRUE(SelectNativePaths(""));
+    EXPECT_EQ(tiles.o.storage, highway.o.storage) << k.precision;
+    EXPECT_EQ(tiles.lse, highway.lse) << k.precision;
+    EXPECT_EQ(o_off.storage, highway.o.storage) << k.precision;
+  }
 }
 
 }  // namespace
