@@ -20,7 +20,9 @@ enum class ComputePath {
   // the dense transforms: bf16 and fp16 K and V held as 16-bit codes and decoded tile by tile
   // (exact, K-interval); int8 Q K^T from integer products (scales per tensor, token or block,
   // no smoothing); int8 P V from integer products with p = int8 and V's scale per tensor or
-  // per channel (exact, K-interval). Everything else is simulated.
+  // per channel (exact, K-interval); fp8 K and V with scales per tensor, token or block as
+  // 1-byte codes decoded tile by tile; bf16 products on AMX tiles where the CPU has them
+  // (docs/math.md §4.1). Everything else is simulated.
   kNative,
   kSimulated,  // quantize, then dequantize into fp32 copies, for every operand
 };

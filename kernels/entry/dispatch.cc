@@ -74,8 +74,10 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
                : std::string()) +
           highway + " (V's codes decoded to fp32 per key tile)",
       "bf16 and fp16 V otherwise, fp16 K: " + highway + " (16-bit codes decoded to fp32 per key tile)",
-      "fp8 operands, smoothed or per-channel int8 K, thresholded attention's forward: simulated "
-      "(fp32 copies of the quantized values)",
+      "fp8 K and V (scales per tensor, token or block): " + highway +
+          " (1-byte codes decoded to fp32 per key tile)",
+      "Q of every format but int8, per-channel fp8 and int8 K, smoothed operands, thresholded "
+      "attention's forward: simulated (fp32 copies of the quantized values)",
       "every backward: " + highway + " (fp32 products on the dequantized operands)",
   };
 }

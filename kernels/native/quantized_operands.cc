@@ -42,6 +42,26 @@ CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
   return {codes.data(), ContiguousBHTD(heads, tokens, dim), format == quant::Format::kFp16};
 }
 
+bool QuantizedOperands::NativeFp8(const quant::QuantSpec& spec) const {
+  return precision_.path == ComputePath::kNative && !spec.smooth &&
+         spec.granularity != quant::Granularity::kChannel &&
+         (spec.format == quant::Format::kFp8E4M3 || spec.format == quant::Format::kFp8E5M2);
+}
+
+CodedKv QuantizedOperands::EncodeFp8(ConstTensor t, const quant::QuantSpec& spec,
+                                     const char* what) {
+  const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len;
+  std::vector<float>& scales = copies_.emplace_back();
+  std::vector<uint8_t>& codes =
+      int8_rows_.emplace_back(Int8Codes(t, spec, heads, tokens, what, scales));
+  CodedKv coded;
+  coded.strides = ContiguousBHTD(heads, tokens, shape_.head_dim);
+  coded.codes8 = codes.data();
+  coded.token_scales = scales.data();
+  coded.e5m2 = spec.format == quant::Format::kFp8E5M2;
+  return coded;
+}
+
 bool QuantizedOperands::NativeInt8(const quant::QuantSpec& key) const {
   return precision_.path == ComputePath::kNative && key.format == quant::Format::kInt8 &&
          key.granularity != quant::Granularity::kChannel && !key.smooth;
@@ -198,6 +218,8 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
     EncodeIntKeys(k, problem.int_qk);
   } else if (Native(key)) {
     problem.k_codes = Encode(k, key.format);
+  } else if (NativeFp8(key)) {
+    problem.k_codes = EncodeFp8(k, key, "lpattn quantized K");
   } else {
     views.k = Key(k);
   }
@@ -207,6 +229,8 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
     problem.amx_pv = EncodeTransposedValues(v);
   } else if (Native(value)) {
     problem.v_codes = Encode(v, value.format);
+  } else if (NativeFp8(value)) {
+    problem.v_codes = EncodeFp8(v, value, "lpattn quantized V");
   } else {
     views.v = Value(v);
   }

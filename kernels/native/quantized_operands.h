@@ -4,7 +4,8 @@
 //   transform sees exactly the values a low-precision product would multiply; in the backward
 //   the same copies stand in for the operands (straight-through: the gradients with respect to
 //   the unquantized operands are computed with the dequantized ones);
-// - the native path of the dense forwards: bf16/fp16 K and V as 16-bit codes, int8 Q and K as
+// - the native path of the dense forwards: bf16/fp16 K and V as 16-bit codes, fp8 ones as
+//   8-bit codes with a scale per token, int8 Q and K as
 //   integer codes with per-token scales, int8 V paired by key for the integer P V product.
 #ifndef LPATTN_KERNELS_NATIVE_QUANTIZED_OPERANDS_H_
 #define LPATTN_KERNELS_NATIVE_QUANTIZED_OPERANDS_H_
@@ -65,6 +66,10 @@ class QuantizedOperands {
   // bf16 or fp16 without smoothing, on the native path: storage the forward decodes itself.
   bool Native(const quant::QuantSpec& spec) const;
   CodedKv Encode(ConstTensor t, quant::Format format);
+  // fp8 with a scale per token, block or tensor, without smoothing, on the native path: one
+  // byte an element and a scale per token (quant::QuantizeToCodes), decoded per key tile.
+  bool NativeFp8(const quant::QuantSpec& spec) const;
+  CodedKv EncodeFp8(ConstTensor t, const quant::QuantSpec& spec, const char* what);
   // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.
   bool NativeInt8(const quant::QuantSpec& key) const;
   // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.

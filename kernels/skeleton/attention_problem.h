@@ -14,13 +14,19 @@
 
 namespace lpattn {
 
-// K or V held as 16-bit codes (bf16 or fp16) instead of floats: docs/math.md §4's native low-precision
-// path, where the forward decodes each key tile into fp32 as it reads it. Null data: the
-// tensor is read as floats from the call's arguments.
+// K or V held as 16-bit codes (bf16 or fp16) or 8-bit ones (fp8 with scales) instead of
+// floats: docs/math.md §4.1's native low-precision path, where the forward decodes each key
+// tile into fp32 as it reads it. Neither set: the tensor is read as floats from the call's
+// arguments.
 struct CodedKv {
   const uint16_t* data = nullptr;
   Strides strides;
   bool fp16 = false;  // else bf16
+  // Or fp8 codes (then data is null), one byte an element in the same strides, each token's
+  // value decode(code) * token_scale: a scale per token, block or tensor, none per channel.
+  const uint8_t* codes8 = nullptr;
+  const float* token_scales = nullptr;  // [batch, kv_heads, kv_len]
+  bool e5m2 = false;                    // else e4m3
 };
 
 // Q and K as int8 codes widened to int16, with a scale per token: docs/math.md §4's native int8 Q K^T.

@@ -45,7 +45,11 @@ struct HeadRows {
   size_t token_stride;
   const uint16_t* codes = nullptr;  // 16-bit codes instead of data (CodedKv), same strides
   bool fp16 = false;
+  const uint8_t* codes8 = nullptr;  // or fp8 codes, with a scale per token
+  const float* token_scales = nullptr;
+  bool e5m2 = false;
   const float* row(size_t t) const { return data + t * token_stride; }
+  bool coded() const { return codes != nullptr || codes8 != nullptr; }
 };
 HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
   return {t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head),
@@ -53,10 +57,16 @@ HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
 }
 // K or V rows of a head: from 16-bit codes when the problem holds them, else from t.
 HWY_INLINE HeadRows KvRowsOf(const ConstTensor& t, const CodedKv& coded, size_t b, size_t h) {
+  const size_t offset = b * size_t(coded.strides.batch) + h * size_t(coded.strides.head);
+  if (coded.codes8 != nullptr) {  // dense codes: a token's scale sits at its row's index
+    HeadRows rows{nullptr, size_t(coded.strides.token)};
+    rows.codes8 = coded.codes8 + offset;
+    rows.token_scales = coded.token_scales + offset / size_t(coded.strides.token);
+    rows.e5m2 = coded.e5m2;
+    return rows;
+  }
   if (coded.data == nullptr) return RowsOf(t, b, h);
-  return {nullptr, size_t(coded.strides.token),
-          coded.data + b * size_t(coded.strides.batch) + h * size_t(coded.strides.head),
-          coded.fp16};
+  return {nullptr, size_t(coded.strides.token), coded.data + offset, coded.fp16};
 }
 HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
   return t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head) +
@@ -142,21 +152,68 @@ HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size
 // zero-padded copy (reading past D in the caller's memory is not allowed).
 // Rows [first, first + n) of 16-bit codes decoded to fp32 rows of out_stride floats, zero
 // beyond dim: the native bf16/fp16 path's conversion, one L1-sized tile at a time.
-HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t dim,
-                           size_t out_stride, float* HWY_RESTRICT out) {
+// bf16 widens by a shift (Highway's PromoteTo); fp16 by F16C's vcvtph2ps on AVX2 and AVX3,
+// exact for every fp16 value. On SSE4, which has no F16C, Highway 1.0.3's emulated PromoteTo
+// turns fp16 inf and NaN into finite values, so the codec's minifloat decoder runs there.
+// fp8 rows: each code's value times its token's scale, exactly the simulation's dequantized
+// value (quant::QuantizeToCodes), with the codec's minifloat decoder.
+HWY_INLINE void DecodeFp8Rows(const HeadRows& src, size_t first, size_t n, size_t dim,
+                              size_t out_stride, float* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<uint16_t, decltype(di)> d16;
+  const hn::Rebind<uint8_t, decltype(df)> d8;
+  const size_t N = hn::Lanes(df);
+  for (size_t i = 0; i < n; ++i) {
+    const uint8_t* codes = src.codes8 + (first + i) * src.token_stride;
+    const float scale = src.token_scales[first + i];
+    const auto vscale = hn::Set(df, scale);
+    float* row = out + i * out_stride;
+    size_t c = 0;
+    for (; c + N <= dim; c += N) {
+      const auto wide = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(df)>(),
+                                                      hn::LoadU(d8, codes + c)));
+      const auto value = src.e5m2 ? quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE5M2Layout>(df, wide)
+                                  : quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE4M3Layout>(df, wide);
+      hn::StoreU(hn::Mul(value, vscale), df, row + c);
+    }
+    for (; c < dim; ++c) {
+      row[c] = (src.e5m2 ? quant::DecodeE5M2(codes[c]) : quant::DecodeE4M3(codes[c])) * scale;
+    }
+    std::fill(row + dim, row + out_stride, 0.0f);
+  }
+}
+
+HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t dim,
+                           size_t out_stride, float* HWY_RESTRICT out) {
+  if (src.codes8 != nullptr) {
+    DecodeFp8Rows(src, first, n, dim, out_stride, out);
+    return;
+  }
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<uint16_t, decltype(df)> d16;
+  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+  const hn::Rebind<hwy::bfloat16_t, decltype(df)> db;
   const size_t N = hn::Lanes(df);
   for (size_t i = 0; i < n; ++i) {
     const uint16_t* codes = src.codes + (first + i) * src.token_stride;
     float* row = out + i * out_stride;
     size_t c = 0;
-    for (; c + N <= dim; c += N) {
-      const auto wide = hn::PromoteTo(di, hn::LoadU(d16, codes + c));
-      hn::StoreU(src.fp16 ? quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kFp16Layout>(df, wide)
-                          : quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kBf16Layout>(df, wide),
-                 df, row + c);
+    if (src.fp16) {
+      for (; c + N <= dim; c += N) {
+#if HWY_TARGET >= HWY_SSE4
+        (void)dh;
+        const hn::RebindToSigned<decltype(df)> di;
+        hn::StoreU(quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kFp16Layout>(
+                       df, hn::PromoteTo(di, hn::LoadU(d16, codes + c))),
+                   df, row + c);
+#else
+        hn::StoreU(hn::PromoteTo(df, hn::BitCast(dh, hn::LoadU(d16, codes + c))), df, row + c);
+#endif
+      }
+    } else {
+      for (; c + N <= dim; c += N) {
+        hn::StoreU(hn::PromoteTo(df, hn::BitCast(db, hn::LoadU(d16, codes + c))), df, row + c);
+      }
     }
     for (; c < dim; ++c) row[c] = src.fp16 ? quant::DecodeFp16(codes[c]) : quant::DecodeBf16(codes[c]);
     std::fill(row + dim, row + out_stride, 0.0f);
@@ -166,7 +223,7 @@ HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t d
 // Key rows [first, first + n) as a score product's left operand: in place, or decoded.
 HWY_INLINE LhsView KeyTile(const HeadRows& k, size_t first, size_t n, size_t dim,
                            float* HWY_RESTRICT scratch) {
-  if (k.codes == nullptr) return {k.row(first), k.token_stride, 1};
+  if (!k.coded()) return {k.row(first), k.token_stride, 1};
   DecodeRows(k, first, n, dim, dim, scratch);
   return {scratch, dim, 1};
 }
@@ -379,7 +436,7 @@ HWY_INLINE void StoreColumns(const float* HWY_RESTRICT out_t, size_t n, size_t d
 
 HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,
                            size_t padded_dim, float* HWY_RESTRICT scratch) {
-  if (src.codes != nullptr) {
+  if (src.coded()) {
     DecodeRows(src, first, n, dim, padded_dim, scratch);
     return {scratch, padded_dim};
   }

@@ -73,6 +73,32 @@ TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsThatSeeIt) {
   }
 }
 
+// The same with K and V held as 16-bit codes (the native paths decode them per key tile, with
+// F16C or the minifloat decoder, or multiply them on AMX tiles at D = 64), on every target.
+TEST(NonFinite, NaNInCodedKeyOrValueReachesOnlyRowsThatSeeIt) {
+  for (const std::string& target : SupportedTargets()) {
+    SCOPED_TRACE(target);
+    ScopedTarget pin(target);
+    for (const char* precision : {"qk=fp16,pv=fp16", "qk=bf16,pv=bf16", "qk=bf16,pv=bf16,p=bf16"}) {
+      for (const int64_t dim : {16, 64}) {
+        for (bool in_value : {false, true}) {
+          AttentionCase c({1, 2, 1, 150, 150, dim}, true, SinkMode::kNone, Layout::kBHTD);
+          c.options.precision = ParsePrecision(precision);
+          const int64_t bad = 100;
+          (in_value ? c.v : c.k).at(0, 0, bad, 3) = kNaN;
+          const KernelOutputs out = c.Run(false);
+          for (int64_t h = 0; h < 2; ++h) {
+            for (int64_t i = 0; i < 150; ++i) {
+              EXPECT_EQ(RowHasNaN(out.o, 0, h, i), i >= bad)
+                  << precision << " D " << dim << (in_value ? " V" : " K") << " NaN, row " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(NonFinite, HugeScoresStayFinite) {
   for (const std::string& target : SupportedTargets()) {
     SCOPED_TRACE(target);

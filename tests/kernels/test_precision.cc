@@ -98,9 +98,10 @@ TEST(PrecisionKernels, ExactMatchesReferenceWithEveryFormatAndGranularity) {
   }
 }
 
-// The native path (bf16/fp16 K and V decoded tile by tile in the forward; int8 Q K^T, and int8
-// P V with p = int8 and V's scale per tensor or per channel, as exact integer sums scaled once)
-// and the simulation path give the same numbers up to fp32 rounding.
+// The native path (bf16/fp16 K and V decoded tile by tile in the forward, fp8 ones with their
+// token scales; int8 Q K^T, and int8 P V with p = int8 and V's scale per tensor or per channel,
+// as exact integer sums scaled once; bf16 products on AMX tiles where the CPU has them) and the
+// simulation path give the same numbers up to fp32 rounding.
 // Odd head dimensions exercise the decoder's tails and the int8 path's padded channel pair.
 TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
   for (const char* precision : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=bf16,pv=int8",
@@ -108,7 +109,9 @@ TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
                                 "qk=int8,pv=int8,gran=tensor", "qk=int8,pv=bf16,block=16",
                                 "qk=int8,pv=int8,p=int8,gran=tensor", "pv=int8,p=int8,gran=tensor",
                                 "qk=int8,pv=int8,p=int8,gran=token,vgran=channel",
-                                "pv=int8,p=int8,vgran=channel"}) {
+                                "pv=int8,p=int8,vgran=channel",
+                                "qk=fp8e4m3,pv=fp8e4m3,gran=token", "qk=fp8e5m2,pv=fp8e4m3,block=16",
+                                "qk=bf16,pv=fp8e5m2,gran=tensor", "qk=bf16,pv=bf16,p=bf16"}) {
     for (const AttentionShape shape : {AttentionShape{1, 2, 1, 65, 65, 64},
                                        AttentionShape{2, 4, 2, 70, 130, 3},
                                        AttentionShape{1, 2, 2, 130, 40, 80}}) {
@@ -153,10 +156,12 @@ TEST(PreparedKv, ForwardMatchesThePlainCallAndHoldsLessStorage) {
       ExactForward(shape, c.options, c.q.cview(), kv, o.view(), lse.data());
       const bool coded = std::string(precision).find("bf16,pv=bf16") != std::string::npos;
       if (coded) EXPECT_EQ(kv.StorageBytes(), size_t(2 * 2 * 130 * 32 * 2 * 2));
-      if (std::string(precision).find("fp8") != std::string::npos ||
-          std::string(precision).find("sim") != std::string::npos ||
-          std::string(precision).empty()) {
+      if (std::string(precision).find("sim") != std::string::npos || std::string(precision).empty()) {
         EXPECT_EQ(kv.StorageBytes(), size_t(2 * 2 * 130 * 32 * 4 * 2));
+      }
+      if (std::string(precision).find("fp8") != std::string::npos) {
+        // fp8 codes, one byte an element, and a scale per token, for K and for V.
+        EXPECT_EQ(kv.StorageBytes(), size_t(2 * (2 * 2 * 130 * 32 + 2 * 2 * 130 * 4)));
       }
       if (std::string(precision).find("vgran=channel") != std::string::npos) {
         // Both integer paths: K as int16 pairs with per-token scales, V as pair-interleaved
