@@ -312,8 +312,10 @@ struct KIntervalBuffers {
   std::vector<int32_t> argmax, argmin;
 };
 
-void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) {
-  const BenchConfig config = ConfigOf(state);
+void BM_KIntervalForwardAt(benchmark::State& state, const KIntervalOptions& kint,
+                           const Precision& precision) {
+  BenchConfig config = ConfigOf(state);
+  config.options.precision = precision;
   KIntervalBuffers buffers(config.shape);
   const KIntervalForwardArgs args = buffers.Args();
   for (auto _ : state) {
@@ -325,6 +327,9 @@ void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) 
     }
   }
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+}
+void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) {
+  BM_KIntervalForwardAt(state, kint, Precision{});
 }
 
 // One untimed forward provides O and the saved statistics; only the backward is timed.
@@ -551,6 +556,18 @@ const bool kRegistered = [] {
     const std::string name = "kint:" + FormatKInterval(kint);
     RegisterFamily(kAttentionGrid, name + "_fwd", BM_KIntervalForward, kint);
     RegisterFamily(kAttentionGrid, name + "_bwd", BM_KIntervalBackward, kint);
+  }
+  // K-interval with bf16 operands and bf16 P (both products on AMX tiles where the CPU has
+  // them): the paper's premise, low-precision products beside a cheap exp (docs/performance.md
+  // §4.4), against exact+qk=bf16+pv=bf16+p=bf16_fwd.
+  for (const char* text : {"K=4,round=nearest,ste=weight", "K=32"}) {
+    const KIntervalOptions kint = ParseKInterval(text);
+    const Precision precision = ParsePrecision("qk=bf16,pv=bf16,p=bf16");
+    std::string formats = FormatPrecision(precision);
+    std::replace(formats.begin(), formats.end(), ':', '+');
+    const std::string name = "kint:" + FormatKInterval(kint) + "+" + formats;
+    RegisterFamily(kPrecisionGrid, name + "_fwd",
+                   BM_KIntervalForwardAt, kint, precision);
   }
   for (const char* text : {"views=1", "views=2"}) {  // docs/math.md §3's defaults otherwise
     const ThresholdOptions threshold = ParseThreshold(text);
