@@ -61,8 +61,13 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
                : std::string()) +
           (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
                 : highway + " (pmaddwd on int16 pairs)"),
-      "int8 P V: " + (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
-                            : highway + " (pmaddwd on int16 pairs)"),
+      "int8 P V: " +
+          (native::NativePathEnabled(native::NativePath::kAmxInt8)
+               ? std::string("amx_int8 (tdpbssd tiles on V^T and P^T quads) for head_dim a "
+                             "multiple of 64, else ")
+               : std::string()) +
+          (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
+                : highway + " (pmaddwd on int16 pairs)"),
       "bf16 Q K^T: " + (amx ? std::string("amx_bf16 (tdpbf16ps tiles) for head_dim a multiple of "
                                           "32, else ")
                             : std::string()) +

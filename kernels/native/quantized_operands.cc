@@ -155,6 +155,27 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   } else {
     codes = Int8Codes(v, spec, shape_.kv_heads, shape_.kv_len, "lpattn quantized V", scales);
   }
+  if (native::AmxInt8TakesDim(dim) && native::NativePathEnabled(native::NativePath::kAmxInt8)) {
+    // V^T for the tiles: [head_dim][key stride] per slice, one 64-key step past the last tile.
+    const size_t key_stride = (tokens + kTileK - 1) / kTileK * kTileK + 64;
+    std::vector<uint8_t>& vt = int8_rows_.emplace_back(slices * dim * key_stride, uint8_t(0));
+    for (size_t slice = 0; slice < slices; ++slice) {
+      for (size_t j = 0; j < tokens; ++j) {
+        for (size_t c = 0; c < dim; ++c) {
+          vt[(slice * dim + c) * key_stride + j] = codes[(slice * tokens + j) * dim + c];
+        }
+      }
+    }
+    if (scales.empty()) scales.push_back(0.0f);
+    IntPv out;
+    out.v_scales = scales.data();
+    out.scale_stride = per_channel ? dim : 0;
+    out.width = width;
+    out.key_pairs = key_pairs;
+    out.vt = reinterpret_cast<const int8_t*>(vt.data());
+    out.vt_key_stride = key_stride;
+    return out;
+  }
   std::vector<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
   for (size_t slice = 0; slice < slices; ++slice) {
     for (size_t j = 0; j < tokens; ++j) {

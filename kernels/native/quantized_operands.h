@@ -80,7 +80,7 @@ class QuantizedOperands {
   void EncodeInt8KeyRows(ConstTensor k, IntQk& out);
   // int8 P V on the native path: p = int8, V in int8 with one scale per tensor.
   bool NativeInt8Pv(const quant::QuantSpec& value) const;
-  IntPv EncodeIntValues(ConstTensor v);
+  IntPv EncodeIntValues(ConstTensor v);  // pairs for the Highway tile, or V^T for AMX int8
   // bf16 V with p = bf16, a head dimension the tiles take, amx_bf16 and avx512_bf16 enabled
   // and no inf or NaN in V: the P V product on AMX tiles.
   bool AmxBf16Pv(ConstTensor v, const quant::QuantSpec& value) const;

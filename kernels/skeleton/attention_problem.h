@@ -53,6 +53,10 @@ struct IntPv {
   size_t scale_stride = 0;
   size_t width = 0;      // columns per key pair: head_dim rounded up to a multiple of 32
   size_t key_pairs = 0;  // per (batch, kv head)
+  // Or, prepared for AMX int8 tiles (then v is null): V^T as int8 codes, per (batch, kv head)
+  // [head_dim][vt_key_stride], zero from kv_len on (a tile step of 64 keys reads past a tile).
+  const int8_t* vt = nullptr;
+  size_t vt_key_stride = 0;
 };
 
 // V transposed, as bf16 codes, for the P V product on AMX tiles (with P rounded to bf16): per
@@ -75,7 +79,7 @@ struct AttentionProblem {
   // The forward reads K and V from these when set (dense transforms only; the backward never).
   CodedKv k_codes, v_codes;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
-  IntPv int_pv;  // P V from integer products when set (dense forward with p = int8: exact, K-interval)
+  IntPv int_pv;  // P V from integer products when v or vt is set (dense forward with p = int8)
   // bf16 Q K^T on AMX tiles (kernels/native/amx_products.h) when set: K from k_codes (bf16), each
   // query tile packed as bf16 pairs (dense transforms' forward only).
   bool amx_qk = false;

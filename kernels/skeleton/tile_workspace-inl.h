@@ -367,6 +367,17 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
     ws.value_scale[c] = c >= p.dim ? 0.0f : v.scale_stride == 0 ? v_scales[0] : v_scales[c];
   }
   const int16_t* panel = v.v + ((b * p.kv_heads + kv_head) * v.key_pairs + j0 / 2) * v.width * 2;
+  if (v.vt != nullptr) {  // V^T prepared for AMX tiles that are off now: pairs of this tile
+    int16_t* pairs_of_tile = reinterpret_cast<int16_t*>(ws.key_rows.get());
+    std::fill(pairs_of_tile, pairs_of_tile + pairs * v.width * 2, int16_t(0));
+    const int8_t* vt = v.vt + (b * p.kv_heads + kv_head) * p.dim * v.vt_key_stride;
+    for (size_t j = 0; j < nk; ++j) {
+      for (size_t c = 0; c < p.dim; ++c) {
+        pairs_of_tile[(j / 2) * v.width * 2 + 2 * c + j % 2] = vt[c * v.vt_key_stride + j0 + j];
+      }
+    }
+    panel = pairs_of_tile;
+  }
   IntMatMul<true>({ws.weight_pairs, 1, kTileQ, ws.weight_scale}, {panel, v.width, ws.value_scale},
                   {out, padded_dim}, nq, padded_dim, pairs);
 }
@@ -409,6 +420,55 @@ HWY_INLINE void AmxWeightsTimesValues(const AttentionProblem& p, size_t b, size_
   const uint16_t* vt = p.amx_pv.vt + (b * p.kv_heads + kv_head) * p.dim * p.amx_pv.key_stride + j0;
   native::AmxBf16MatMul(vt, p.amx_pv.key_stride, p.dim, pairs, 2 * kTileQ, columns, depth, true,
                         out_t, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+}
+
+// Whether this call's int8 P V runs on AMX int8 tiles (V^T prepared for them, still enabled).
+HWY_INLINE bool AmxIntPvEnabled(const AttentionProblem& p) {
+  return p.int_pv.vt != nullptr && native::NativePathEnabled(native::NativePath::kAmxInt8);
+}
+
+// out_t += the int8 P V of keys [j0, j0 + nk) on tiles: the weights become int8 codes through
+// p_scale exactly as IntWeightsTimesValues encodes them, in quads of keys (one 64-key step, zero
+// past nk; V^T's columns there are the next tile's or zeros, and integers times 0 are 0), the
+// exact int32 sums are added as fma(sum, p_scale * v_scale, out): the Highway tile's
+// expression, so the two agree bit for bit.
+HWY_INLINE void AmxIntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
+                                         size_t j0, size_t nk, size_t columns,
+                                         const float* weights, float* out_t, TileWorkspace& ws) {
+  namespace qn = quant::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const size_t N = hn::Lanes(df);
+  const auto inv = hn::Set(df, p.p_scale);
+  const auto byte = hn::Set(di, 0xFF);
+  int32_t* quads = reinterpret_cast<int32_t*>(ws.rows.get());  // [16 quad rows][kTileQ] words
+  for (size_t jq = 0; jq < 16; ++jq) {
+    for (size_t i = 0; i < columns; i += N) {
+      auto word = hn::Zero(di);
+      for (size_t r = 0; r < 4; ++r) {
+        const size_t j = 4 * jq + r;
+        if (j >= nk) break;
+        const auto code = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + j * kTileQ + i), inv));
+        word = hn::Or(word, hn::ShiftLeftSame(hn::And(code, byte), int(8 * r)));
+      }
+      hn::StoreU(word, di, quads + jq * kTileQ + i);
+    }
+  }
+  const IntPv& v = p.int_pv;
+  int32_t* sums = reinterpret_cast<int32_t*>(ws.acc_c.get());  // [dim][kTileQ]
+  native::AmxInt8MatMul(v.vt + (b * p.kv_heads + kv_head) * p.dim * v.vt_key_stride + j0,
+                        v.vt_key_stride, p.dim, reinterpret_cast<const int8_t*>(quads), 4 * kTileQ,
+                        columns, 64, sums, kTileQ, reinterpret_cast<int8_t*>(ws.key_rows.get()));
+  const float* v_scales = v.v_scales + (b * p.kv_heads + kv_head) * v.scale_stride;
+  for (size_t c = 0; c < p.dim; ++c) {
+    const auto scale = hn::Mul(inv, hn::Set(df, v.scale_stride == 0 ? v_scales[0] : v_scales[c]));
+    for (size_t i = 0; i < columns; i += N) {
+      float* o = out_t + c * kTileQ + i;
+      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, hn::LoadU(di, sums + c * kTileQ + i)), scale,
+                            hn::LoadU(df, o)),
+                 df, o);
+    }
+  }
 }
 
 // V rows [first, first + n) decoded from the transposed codes, for a call whose amx_bf16 was

@@ -60,10 +60,11 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
                                   ws.panel_b.get(), p.unit_queries);
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
     const bool amx_pv = !Transform::kSparseWeights && AmxPvEnabled(p);
+    const bool amx_pv8 = !Transform::kSparseWeights && AmxIntPvEnabled(p);
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (p.amx_qk || p.amx_qk8 || amx_pv) tiles.emplace();
+    if (p.amx_qk || p.amx_qk8 || amx_pv || amx_pv8) tiles.emplace();
     float* out_t = ws.acc_b.get();  // the dim-major accumulator of P V on tiles
-    if (amx_pv) std::fill(out_t, out_t + padded_dim * kTileQ, 0.0f);
+    if (amx_pv || amx_pv8) std::fill(out_t, out_t + padded_dim * kTileQ, 0.0f);
     typename Transform::ForwardState state;
     const size_t row = (b * p.heads + h) * p.q_len + i0;
     tr.BeginForward(state, p.has_sink, p.has_sink ? p.sink(h) : 0.0f, row);
@@ -103,13 +104,17 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
                           out);
       } else {
         tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
-        if (amx_pv) {
+        if (amx_pv || amx_pv8) {
           ScaleColumns(out_t, dim, nq, ws.factor);
-          AmxWeightsTimesValues(p, b, h / p.group(), j0, nk, columns, scores, out_t, ws);
+          if (amx_pv) {
+            AmxWeightsTimesValues(p, b, h / p.group(), j0, nk, columns, scores, out_t, ws);
+          } else {
+            AmxIntWeightsTimesValues(p, b, h / p.group(), j0, nk, columns, scores, out_t, ws);
+          }
           continue;
         }
         ScaleRows(out, nq, padded_dim, ws.factor);
-        if (p.int_pv.v != nullptr) {  // rounds P itself, to the codes it multiplies
+        if (p.int_pv.v != nullptr || p.int_pv.vt != nullptr) {  // rounds P itself, to its codes
           IntWeightsTimesValues(p, b, h / p.group(), j0, nk, nq, columns, scores, out, padded_dim,
                                 ws);
           continue;
@@ -126,7 +131,7 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
       }
     }
     tr.FinishForward(state, nq, ws.factor, row);
-    if (amx_pv) {
+    if (amx_pv || amx_pv8) {
       StoreColumns(out_t, nq, dim, ws.factor, RowOf(args.o, b, h, i0), size_t(args.o.strides.token));
     } else {
       StoreRows(out, nq, dim, padded_dim, ws.factor, 1.0f, RowOf(args.o, b, h, i0),

@@ -466,9 +466,10 @@ TEST(NativePaths, AmxBf16WeightsTimesValuesMatchTheHighwayPath) {
   ExpectRowsClose(tiles, highway, 64, "K-interval");
 }
 
-// The int8 score product on tiles sums the same int8 products exactly in int32 and scales
-// them by the same expression as the Highway integer tile: the outputs are bit-identical, per
-// call and prepared, and with rows prepared for the tiles that are turned off afterwards.
+// The int8 score product on tiles, and the int8 P V product (p = int8, V per tensor or per
+// channel), sum the same int8 products exactly in int32 and scale them by the same expressions
+// as the Highway integer tile: the outputs are bit-identical, per call and prepared, and with K
+// rows and V^T prepared for the tiles that are turned off afterwards.
 TEST(NativePaths, AmxInt8ScoresAreBitIdenticalToTheHighwayIntegerTile) {
   if (!native::NativePathEnabled(native::NativePath::kAmxInt8)) {
     GTEST_SKIP() << "amx_int8 not run on this CPU: the CPU lacks it";
@@ -483,6 +484,7 @@ TEST(NativePaths, AmxInt8ScoresAreBitIdenticalToTheHighwayIntegerTile) {
       {{1, 2, 1, 130, 49, 256}, "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"},
       {{1, 1, 1, 17, 17, 64}, "qk=int8,gran=block,block=4"},
       {{1, 2, 2, 64, 64, 96}, "qk=int8,pv=int8"},  // 96: not taken by the tiles
+      {{1, 4, 2, 200, 333, 64}, "pv=int8,p=int8,vgran=channel"},  // P V alone on the tiles
   };
   for (const Case& k : cases) {
     AttentionCase c(k.shape, true, SinkMode::kLearned, Layout::kBTHD, 17);
