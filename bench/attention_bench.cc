@@ -25,6 +25,7 @@
 #include <tbb/task_arena.h>
 
 #include "bench/peak_fma.h"
+#include "bench/peak_native.h"
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
 #include "kernels/prepared_kv.h"
@@ -91,6 +92,41 @@ void SetFlopCounters(benchmark::State& state, double flops_per_iteration, int th
       benchmark::Counter(gflop / MeasuredPeakGflops(threads), benchmark::Counter::kIsRate);
 }
 
+// The forward's format peak (docs/performance.md §2): the peak loop of the instruction family
+// its score product runs on, as lpattn info's products say (AMX tiles for bf16 or int8 Q and K
+// with a head dimension they take, else the int16 VNNI tile for int8), or none (fp32 FMA, the
+// peak_frac counter's own).
+std::string FormatPeakFamily(const Precision& precision, int64_t dim) {
+  if (precision.path != ComputePath::kNative) return "";
+  const DispatchInfo info = GetDispatchInfo();
+  const auto enabled = [&](const char* name) {
+    for (const NativePathInfo& path : info.native) {
+      if (path.name == name) return path.enabled;
+    }
+    return false;
+  };
+  if (precision.qk == quant::Format::kBf16 && dim % 32 == 0 && enabled("amx_bf16")) {
+    return "peak_amx_bf16";
+  }
+  if (precision.qk == quant::Format::kInt8 && !precision.smooth_k &&
+      precision.granularity != quant::Granularity::kChannel) {
+    if (dim % 64 == 0 && enabled("amx_int8")) return "peak_amx_int8";
+    if (info.chosen == "AVX3" && enabled("avx512_vnni")) return "peak_vnni16";
+  }
+  return "";
+}
+
+// format_peak_frac: GFLOPS over the format peak of the same thread count, when there is one.
+void SetFormatPeakCounter(benchmark::State& state, const Precision& precision, int64_t dim,
+                          double flops_per_iteration, int threads) {
+  const std::string family = FormatPeakFamily(precision, dim);
+  if (family.empty()) return;
+  const double peak = MeasuredNativePeak(family, threads);
+  if (peak <= 0.0) return;
+  const double gflop = flops_per_iteration * 1e-9 * static_cast<double>(state.iterations());
+  state.counters["format_peak_frac"] = benchmark::Counter(gflop / peak, benchmark::Counter::kIsRate);
+}
+
 std::vector<float> RandomNormal(size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -144,6 +180,8 @@ void BM_ExactForward(benchmark::State& state, const Precision& precision = {}) {
     }
   }
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+  SetFormatPeakCounter(state, precision, config.shape.head_dim,
+                       ForwardFlops(config.shape, config.options.causal), config.options.threads);
 }
 
 // K and V prepared once, untimed (an engine's KV cache); the forward reads them as stored.
@@ -163,6 +201,8 @@ void BM_PreparedForward(benchmark::State& state, const Precision& precision) {
   }
   for (auto _ : state) ExactForward(config.shape, config.options, args.q, *kv, args.o, args.lse);
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
+  SetFormatPeakCounter(state, precision, config.shape.head_dim,
+                       ForwardFlops(config.shape, config.options.causal), config.options.threads);
   state.counters["kv_bytes"] = double(kv->StorageBytes());
 }
 
