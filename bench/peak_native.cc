@@ -25,6 +25,7 @@
 
 #include "bench/peak_loop.h"
 #include "bench/peak_native.h"
+#include "kernels/native/amx_tiles.h"
 #include "kernels/native/native_paths.h"
 
 // GCC 12's _mm512_set1_epi8 and _epi16 start from an uninitialised vector that every lane
@@ -124,25 +125,6 @@ __attribute__((target("avx2,avxvnni"))) double AvxVnniLoop(int64_t n, float* sin
 }
 #undef LPATTN_TWELVE
 
-// Palette 1 with every one of the eight tiles 16 rows x 64 bytes, as a constant in memory:
-// GCC 12's _tile_loadconfig says it reads only a pointer's worth of its argument, so the
-// stores that would fill a local configuration can be dropped as dead.
-struct TileConfig {
-  alignas(64) uint8_t bytes[64];
-};
-constexpr TileConfig MakeTileConfig() {
-  TileConfig config{};
-  config.bytes[0] = 1;
-  for (int t = 0; t < 8; ++t) {
-    config.bytes[16 + 2 * t] = 64;
-    config.bytes[48 + t] = 16;
-  }
-  return config;
-}
-constexpr TileConfig kTileConfig = MakeTileConfig();
-
-__attribute__((target("amx-tile"))) void LoadFullTileConfig() { _tile_loadconfig(kTileConfig.bytes); }
-
 // Operands of the AMX loops: zeros (a tile product takes the same time whatever its values).
 alignas(64) const uint16_t kBf16Zeros[16 * 32] = {};
 alignas(64) const uint8_t kInt8Zeros[16 * 64] = {};
@@ -151,7 +133,7 @@ alignas(64) const uint8_t kInt8Zeros[16 * 64] = {};
 template <bool kInt8>
 __attribute__((target("amx-tile,amx-bf16,amx-int8"))) double AmxLoop(int64_t n, float* sink) {
   const void* operand = kInt8 ? static_cast<const void*>(kInt8Zeros) : kBf16Zeros;
-  LoadFullTileConfig();
+  const native::AmxTiles tiles;  // the library's palette: eight tiles of 16 rows x 64 bytes
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);
@@ -175,7 +157,6 @@ __attribute__((target("amx-tile,amx-bf16,amx-int8"))) double AmxLoop(int64_t n, 
   }
   alignas(64) float out[16 * 16];  // int32 sums for kInt8: only their bits reach the sink
   _tile_stored(0, out, 64);
-  _tile_release();
   *sink = out[0];
   return 2.0 * 16 * 16 * (kInt8 ? 64 : 32) * 4.0 * double(n);
 }

@@ -49,34 +49,29 @@ std::vector<std::string> TargetNames(int64_t targets) {
 // How each operand kind is multiplied under the chosen target and the enabled native families
 // (docs/design.md §4): the products of kernels/native/quantized_operands.cc's choices.
 std::vector<std::string> ProductRoutes(const std::string& target) {
-  const bool vnni = target == "AVX3" && native::NativePathEnabled(native::NativePath::kAvx512Vnni);
-  const bool amx = native::NativePathEnabled(native::NativePath::kAmxBf16);
+  using native::NativePath;
+  const auto on = [](NativePath path) { return native::NativePathEnabled(path); };
+  // "<tiles> for <condition>, else " when the tiles are enabled, else nothing.
+  const auto tiles = [](bool enabled, const char* what, const char* when) {
+    return enabled ? std::string(what) + " for " + when + ", else " : std::string();
+  };
   const std::string highway = "highway " + target;
+  const std::string integer = target == "AVX3" && on(NativePath::kAvx512Vnni)
+                                  ? "avx512_vnni (vpdpwssd on int16 pairs)"
+                                  : highway + " (pmaddwd on int16 pairs)";
+  const bool amx_int8 = on(NativePath::kAmxInt8), amx_bf16 = on(NativePath::kAmxBf16);
   return {
       "fp32: " + highway + " (FMA register tiles)",
-      "int8 Q K^T: " +
-          (native::NativePathEnabled(native::NativePath::kAmxInt8)
-               ? std::string("amx_int8 (tdpbssd tiles on int8 codes) for head_dim a multiple of "
-                             "64, else ")
-               : std::string()) +
-          (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
-                : highway + " (pmaddwd on int16 pairs)"),
-      "int8 P V: " +
-          (native::NativePathEnabled(native::NativePath::kAmxInt8)
-               ? std::string("amx_int8 (tdpbssd tiles on V^T and P^T quads) for head_dim a "
-                             "multiple of 64, else ")
-               : std::string()) +
-          (vnni ? std::string("avx512_vnni (vpdpwssd on int16 pairs)")
-                : highway + " (pmaddwd on int16 pairs)"),
-      "bf16 Q K^T: " + (amx ? std::string("amx_bf16 (tdpbf16ps tiles) for head_dim a multiple of "
-                                          "32, else ")
-                            : std::string()) +
+      "int8 Q K^T: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on int8 codes)",
+                             "head_dim a multiple of 64") + integer,
+      "int8 P V: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on V^T and P^T quads)",
+                           "head_dim a multiple of 64") + integer,
+      "bf16 Q K^T: " + tiles(amx_bf16, "amx_bf16 (tdpbf16ps tiles)", "head_dim a multiple of 32") +
           highway + " (K's codes decoded to fp32 per key tile)",
       "bf16 P V with p=bf16: " +
-          (amx && native::NativePathEnabled(native::NativePath::kAvx512Bf16)
-               ? std::string("amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles) for head_dim a "
-                             "multiple of 32 and a finite V, else ")
-               : std::string()) +
+          tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
+                "amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles)",
+                "head_dim a multiple of 32 and a finite V") +
           highway + " (V's codes decoded to fp32 per key tile)",
       "bf16 and fp16 V otherwise, fp16 K: " + highway + " (16-bit codes decoded to fp32 per key tile)",
       "fp8 K and V (scales per tensor, token or block): " + highway +

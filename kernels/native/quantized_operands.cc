@@ -102,11 +102,8 @@ void QuantizedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
                                                shape_.kv_len, "lpattn quantized K", scales);
   std::vector<int32_t>& words = int_keys_.emplace_back(scales.size() * pairs);
   for (size_t r = 0; r < scales.size(); ++r) {
-    for (size_t p = 0; p < pairs; ++p) {
-      const uint32_t lo = uint16_t(int16_t(int8_t(codes[r * dim + 2 * p])));
-      const uint32_t hi = 2 * p + 1 < dim ? uint16_t(int16_t(int8_t(codes[r * dim + 2 * p + 1]))) : 0u;
-      words[r * pairs + p] = int32_t(lo | (hi << 16));
-    }
+    Int8RowToPairWords(reinterpret_cast<const int8_t*>(codes.data()) + r * dim, dim,
+                       words.data() + r * pairs);
   }
   out.k = words.data();
   out.k_scale = scales.data();

@@ -42,6 +42,16 @@ struct IntQk {
   size_t pairs = 0;
 };
 
+// One K row of `dim` int8 codes as IntQk::k's words: each channel pair's int16 codes
+// (k[2p], k[2p + 1]) in one little-endian int32 word, an odd dim's last pair padded with 0.
+inline void Int8RowToPairWords(const int8_t* row, size_t dim, int32_t* words) {
+  for (size_t p = 0; p < (dim + 1) / 2; ++p) {
+    const uint32_t lo = uint16_t(int16_t(row[2 * p]));
+    const uint32_t hi = 2 * p + 1 < dim ? uint16_t(int16_t(row[2 * p + 1])) : 0u;
+    words[p] = int32_t(lo | (hi << 16));
+  }
+}
+
 // V as int8 codes widened to int16 with one scale for the whole tensor, for the native int8
 // P V product (with P rounded to int8): per (batch, kv head), key pairs of rows interleaved,
 // [kv_len / 2 rounded up][width][2], zero beyond head_dim and past the last key.

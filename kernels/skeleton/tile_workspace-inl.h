@@ -301,12 +301,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
     const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
     int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
     for (size_t j = 0; j < nk; ++j) {
-      const int8_t* row = p.int_qk.k_rows + (row0 + j) * p.dim;
-      for (size_t pair = 0; pair < pairs; ++pair) {
-        const uint32_t lo = uint16_t(int16_t(row[2 * pair]));
-        const uint32_t hi = 2 * pair + 1 < p.dim ? uint16_t(int16_t(row[2 * pair + 1])) : 0u;
-        words[j * pairs + pair] = int32_t(lo | (hi << 16));
-      }
+      Int8RowToPairWords(p.int_qk.k_rows + (row0 + j) * p.dim, p.dim, words + j * pairs);
     }
     IntMatMul({words, pairs, 1, p.int_qk.k_scale + row0},
               {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);

@@ -5,8 +5,8 @@ Code, tests, scripts, the README and the documents themselves cite the documents
 as `docs/math.md §2.3`. A bare `§2.3` refers to the document cited last before it in the same
 file; in a document under docs/, to the document itself unless another is named before it on
 the same line. This check fails when:
-  - a file names the contract the project was built from (spec/*.md, DESIGN.md) instead of
-    its own documents;
+  - a file names the contract the project was built from (the spec folder's documents and the
+    design document beside it, outside the repository) instead of its own documents;
   - a cited document does not exist;
   - a cited section is not a numbered heading of that document ("## 2 Title", "### 2.3 Title",
     also "## 2. Title");

@@ -77,31 +77,14 @@ TEST(NativePaths, InfoListsEveryFamilyAndHowEachOperandIsMultiplied) {
 
 // tdpbf16ps on one 16 x 16 tile over 32 bf16 pairs against the same sums in a scalar loop
 // (exact here: small integers, whose products and sums fp32 holds exactly).
-// Palette 1, tiles 0-2 of 16 rows x 64 bytes; a constant in memory (GCC 12's _tile_loadconfig
-// reads it through an asm operand that covers only a pointer, so a local's stores may vanish).
-struct TileConfig {
-  alignas(64) uint8_t bytes[64];
-};
-constexpr TileConfig MakeThreeTiles() {
-  TileConfig config{};
-  config.bytes[0] = 1;
-  for (int t = 0; t < 3; ++t) {
-    config.bytes[16 + 2 * t] = 64;  // bytes per row: 16 fp32 or 32 bf16
-    config.bytes[48 + t] = 16;      // rows
-  }
-  return config;
-}
-constexpr TileConfig kThreeTiles = MakeThreeTiles();
-
 __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16Tile(const uint16_t* a, const uint16_t* b,
                                                                 float* c) {
-  _tile_loadconfig(kThreeTiles.bytes);
+  const native::AmxTiles tiles;  // every tile 16 rows x 64 bytes
   _tile_zero(0);
   _tile_loadd(1, a, 64);
   _tile_loadd(2, b, 64);
   _tile_dpbf16ps(0, 1, 2);
   _tile_stored(0, c, 64);
-  _tile_release();
 }
 
 uint16_t Bf16(float x) {
