@@ -63,10 +63,12 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& options, const dou
 // under options.surrogate. In a degenerate row the calibration terms are 0 and the exact and
 // weight surrogates take the slope exp(u_j) = 1, which is exact softmax's gradient there.
 // g_bar, if given, replaces sum_j p_j g_j (attention passes dO_i . o_i, which differs from it
-// when the forward rounded P before P V, docs/math.md §4).
+// when the forward rounded P before P V, docs/math.md §4). corrections, if given, receives the
+// extrema terms (dm for the argmax, da for the argmin; 0 when there are none) instead of ds
+// (the kernels add them after rounding dS, docs/math.md §4.2).
 void KIntervalRowBackward(const KIntervalOptions& options, const double* s, size_t n,
                           const KIntervalRowStats& stats, const double* g, double* ds,
-                          const double* g_bar = nullptr);
+                          const double* g_bar = nullptr, double* corrections = nullptr);
 
 // ---- the SIMD kernel ---------------------------------------------------------------------
 

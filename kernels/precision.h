@@ -27,6 +27,11 @@ enum class ComputePath {
   kSimulated,  // quantize, then dequantize into fp32 copies, for every operand
 };
 
+// §4.2: dS takes one scale per block of this many queries and keys (aligned at query 0 and key
+// 0 of each head) under a scaled backward format (int8, fp16): the kernels' tile.
+inline constexpr int64_t kBackwardBlockQueries = 96;
+inline constexpr int64_t kBackwardBlockKeys = 48;
+
 struct Precision {
   quant::Format qk = quant::Format::kFp32;  // Q and K
   quant::Format pv = quant::Format::kFp32;  // V
@@ -46,9 +51,20 @@ struct Precision {
   int64_t block = quant::kDefaultBlock;
   bool smooth_k = false;  // K smoothing (quantizer.h): a no-op with qk = fp32
   ComputePath path = ComputePath::kNative;
+  // The low-precision backward (docs/math.md §4.2): the format of the operands of its products
+  // dV = P^T dO, dQ = dS K and dK = dS^T Q (fp32, bf16, fp16 or int8; fp32 is the plain
+  // backward), and of dP = dO V^T's ("bwd_dp"; unset: bf16 under bwd=int8, else bwd's).
+  quant::Format bwd = quant::Format::kFp32;
+  std::optional<quant::Format> bwd_dp;
 
   bool IsFp32() const {
     return qk == quant::Format::kFp32 && pv == quant::Format::kFp32 && p == quant::Format::kFp32;
+  }
+  quant::Format BackwardDpFormat() const {
+    return bwd_dp.value_or(bwd == quant::Format::kInt8 ? quant::Format::kBf16 : bwd);
+  }
+  bool BackwardIsFp32() const {
+    return bwd == quant::Format::kFp32 && BackwardDpFormat() == quant::Format::kFp32;
   }
   // The scale P is quantized with: 1/127 for int8, 1 for the float formats.
   float PScale() const { return quant::UnitScale(p); }
@@ -56,11 +72,16 @@ struct Precision {
   quant::QuantSpec QuerySpec() const;
   quant::QuantSpec KeySpec() const;
   quant::QuantSpec ValueSpec() const;
+  // §4.2: the backward's rounding of Q, K and dO where its products sum over tokens (a scale
+  // per channel), and of dO and V in dP = dO V^T (a scale per token); int8 and fp16 scaled.
+  quant::QuantSpec BackwardTokenSumSpec() const;
+  quant::QuantSpec BackwardDpSpec() const;
 };
 
 // Option text, "key=value" items separated by ',' or ':': qk=FORMAT, pv=FORMAT, p=FORMAT (fp32,
 // bf16, fp16, fp8e4m3, fp8e5m2, int8), gran=tensor|token|block|channel, vgran=... (V alone),
-// block=N (>= 1), smooth_k=0|1, path=native|sim. Throws std::invalid_argument with the offending item.
+// block=N (>= 1), smooth_k=0|1, path=native|sim, bwd=FORMAT and bwd_dp=FORMAT (fp32, bf16,
+// fp16, int8). Throws std::invalid_argument with the offending item.
 Precision ParsePrecision(const std::string& text);
 // The options that differ from the default, ':'-separated ("" for fp32); parses back.
 std::string FormatPrecision(const Precision& precision);

@@ -146,7 +146,9 @@ void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, 
   const int64_t dim = x.dim, groups = s.GroupsPerSlice();
   const std::vector<float> mean = spec.smooth ? ChannelMeans(s) : std::vector<float>();
   std::vector<float> scales(size_t(s.Count() * groups), 1.0f);
-  if (FormatIsScaled(spec.format)) scales = GroupScales(spec, GroupMaxima(s, mean, what), what);
+  if (FormatIsScaled(spec.format) || (spec.scale_casts && spec.format != Format::kFp32)) {
+    scales = GroupScales(spec, GroupMaxima(s, mean, what), what);
+  }
 
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
     const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;

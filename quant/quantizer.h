@@ -31,6 +31,9 @@ struct QuantSpec {
   // back after dequantizing: the rounding then sees the centred values. (For K this shifts each
   // score row by q . mean, which softmax ignores; adding it back keeps every transform exact.)
   bool smooth = false;
+  // Scale bf16 and fp16 groups too (amax / FormatMax), where values may be too small for a plain
+  // cast: the low-precision backward's fp16 operands (docs/math.md §4.2). Scaled formats ignore it.
+  bool scale_casts = false;
 };
 
 // A [batch, heads, tokens, dim] fp32 tensor read through element strides; dim is contiguous.

@@ -113,7 +113,10 @@ void ExactBackward(const AttentionShape& shape, const AttentionOptions& options,
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
     QuantizedOperands operands(shape, options.precision);
-    HWY_DYNAMIC_DISPATCH(ExactBackwardTiled)(problem, operands.Substitute(args));
+    const BackwardArgs in = operands.Substitute(args);
+    AttentionProblem rounded = problem;
+    operands.PrepareBackward(in, rounded);
+    HWY_DYNAMIC_DISPATCH(ExactBackwardTiled)(rounded, in);
   });
 }
 

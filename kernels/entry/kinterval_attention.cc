@@ -114,7 +114,10 @@ void KIntervalBackward(const AttentionShape& shape, const AttentionOptions& opti
   const AttentionProblem problem = MakeProblem(shape, options);
   RunWithThreads(options.threads, [&] {
     QuantizedOperands operands(shape, options.precision);
-    HWY_DYNAMIC_DISPATCH(KIntervalBackwardTiled)(problem, kint, operands.Substitute(args));
+    const KIntervalBackwardArgs in = operands.Substitute(args);
+    AttentionProblem rounded = problem;
+    operands.PrepareBackward(ToBackwardArgs(in), rounded);
+    HWY_DYNAMIC_DISPATCH(KIntervalBackwardTiled)(rounded, kint, in);
   });
 }
 

@@ -33,6 +33,21 @@ quant::QuantSpec Precision::ValueSpec() const {
   return {pv, value_granularity.value_or(granularity), block, false};
 }
 
+namespace {
+quant::QuantSpec BackwardSpec(quant::Format format, quant::Granularity granularity) {
+  quant::QuantSpec spec{format, granularity, quant::kDefaultBlock, false};
+  spec.scale_casts = format == quant::Format::kFp16;  // gradients underflow a plain fp16 cast
+  return spec;
+}
+}  // namespace
+
+quant::QuantSpec Precision::BackwardTokenSumSpec() const {
+  return BackwardSpec(bwd, quant::Granularity::kChannel);
+}
+quant::QuantSpec Precision::BackwardDpSpec() const {
+  return BackwardSpec(BackwardDpFormat(), quant::Granularity::kToken);
+}
+
 void ValidatePrecision(const Precision& p) {
   if (p.block < 1) Reject("block must be >= 1, got " + std::to_string(p.block));
 }
@@ -59,13 +74,19 @@ Precision ParsePrecision(const std::string& text) {
     } else if (key == "smooth_k") {
       if (value != "0" && value != "1") Reject("bad value '" + value + "' for smooth_k (0 or 1)");
       p.smooth_k = value == "1";
+    } else if (key == "bwd" || key == "bwd_dp") {
+      const quant::Format f = FormatValue(key, value);
+      if (f == quant::Format::kFp8E4M3 || f == quant::Format::kFp8E5M2) {
+        Reject(key + " takes fp32, bf16, fp16 or int8, got '" + value + "'");
+      }
+      (key == "bwd" ? p.bwd : p.bwd_dp.emplace()) = f;
     } else if (key == "path") {
       if (value != "native" && value != "sim") {
         Reject("bad value '" + value + "' for path (native or sim)");
       }
       p.path = value == "sim" ? ComputePath::kSimulated : ComputePath::kNative;
     } else {
-      Reject("unknown option '" + key + "' (known: qk, pv, p, gran, vgran, block, smooth_k, path)");
+      Reject("unknown option '" + key + "' (known: qk, pv, p, gran, vgran, block, smooth_k, path, bwd, bwd_dp)");
     }
   }, Reject);
   ValidatePrecision(p);
@@ -88,6 +109,8 @@ std::string FormatPrecision(const Precision& p) {
   if (p.block != d.block) add("block=" + std::to_string(p.block));
   if (p.smooth_k) add("smooth_k=1");
   if (p.path != d.path) add("path=sim");
+  if (p.bwd != d.bwd) add(std::string("bwd=") + quant::FormatName(p.bwd));
+  if (p.bwd_dp) add(std::string("bwd_dp=") + quant::FormatName(*p.bwd_dp));
   return out;
 }
 

@@ -301,6 +301,11 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
                        const ThresholdOptions& threshold, const ThresholdBackwardArgs& args) {
   CheckThresholdCall(shape, options, threshold, args.lambda_param);
   CheckBackwardTensors(shape, threshold, args);
+  if (!options.precision.BackwardIsFp32()) {  // docs/math.md §4.2: the dense transforms only
+    throw std::invalid_argument(
+        "lpattn thresholded attention: its sparse backward has no low-precision form; drop the "
+        "bwd and bwd_dp options");
+  }
   AttentionProblem problem = MakeProblem(shape, options);
   problem.scale = float(ThresholdScale(options));
   const ThresholdCall call = MakeCall(shape, problem, threshold, args.lambda_param);

@@ -305,4 +305,27 @@ ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
   return Quantize(v, precision_.ValueSpec(), shape_.kv_heads, shape_.kv_len, name);
 }
 
+void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProblem& problem) {
+  const Precision& p = precision_;
+  if (p.BackwardIsFp32()) return;
+  const quant::QuantSpec sums = p.BackwardTokenSumSpec(), dp = p.BackwardDpSpec();
+  const auto copy = [&](ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
+                        int64_t tokens, const char* name) {
+    return spec.format == quant::Format::kFp32 ? ConstTensor{}
+                                               : Quantize(t, spec, heads, tokens, name);
+  };
+  const int64_t heads = shape_.heads, kv_heads = shape_.kv_heads;
+  BackwardRounding& r = problem.bwd;
+  r.q = copy(args.q, sums, heads, shape_.q_len, "lpattn backward Q");
+  r.k = copy(args.k, sums, kv_heads, shape_.kv_len, "lpattn backward K");
+  r.d_o = copy(args.d_o, sums, heads, shape_.q_len, "lpattn backward dO");
+  // A cast is the same whatever its granularity: dP then shares dV's copy of dO.
+  const bool same_cast = dp.format == sums.format && !quant::FormatIsScaled(dp.format) &&
+                         !dp.scale_casts;
+  r.dp_d_o = same_cast ? r.d_o : copy(args.d_o, dp, heads, shape_.q_len, "lpattn backward dO");
+  r.dp_v = copy(args.v, dp, kv_heads, shape_.kv_len, "lpattn backward V");
+  r.format = p.bwd;
+  r.scaled = quant::FormatIsScaled(p.bwd) || sums.scale_casts;
+}
+
 }  // namespace lpattn

@@ -56,6 +56,10 @@ class QuantizedOperands {
   KvViews PrepareKv(ConstTensor k, ConstTensor v, AttentionProblem& problem);
   // A dense copy of a K-shaped tensor, owned like the others (PreparedKv's fp32 operands).
   ConstTensor OwnKeyShaped(ConstTensor t);
+  // docs/math.md §4.2, the low-precision backward: rounded copies of its products' operands
+  // (from `args` as Substitute returns them, so on the forward's dequantized Q, K and V) and
+  // how P and dS are rounded, into problem.bwd. Nothing with bwd = bwd_dp = fp32.
+  void PrepareBackward(const BackwardArgs& args, AttentionProblem& problem);
   // Bytes of every buffer held: copies, codes and scales.
   size_t BytesHeld() const;
   ConstTensor PrepareQueries(ConstTensor q, AttentionProblem& problem);

@@ -78,6 +78,7 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
 //   p_ij = exp(s_ij - lse_i),  Delta_i = dO_i . o_i,
 //   dV_j += p_ij dO_i,  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - Delta_i),
 //   dQ_i += scale dS_ij k_j,  dK_j += scale dS_ij q_i,
+//   (§4.2: the four products on the bwd options' rounded operands, P and dS rounded)
 //   d tau_h -= A_i Delta_i with A_i = exp(tau_h - lse_i)  (learned sink only).
 ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
                                           const AttentionOptions& call_options,
@@ -97,10 +98,17 @@ ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
   grads.dv.assign(inputs.v.size(), 0.0);
   grads.d_sink.assign(static_cast<size_t>(shape.heads), 0.0);
 
+  // §4.2: the products' operands, rounded as the bwd options say (the inputs without them).
+  const BackwardProductOperands ops =
+      RoundedBackwardOperands(shape, call_options.precision, inputs, d_o);
+  const size_t entries = size_t(shape.q_len * shape.kv_len);
+  std::vector<double> w(entries), ds(entries);
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const int64_t kv_h = KvHeadOf(shape, h);
       const std::optional<double> tau = SinkLogit(options, inputs, h);
+      std::fill(w.begin(), w.end(), 0.0);
+      std::fill(ds.begin(), ds.end(), 0.0);
       for (int64_t i = 0; i < shape.q_len; ++i) {
         // §0: a row with no visible key has zero gradients. With a sink its A_i = 1 but
         // o_i = 0, so Delta_i = 0 and it adds nothing to d tau_h either.
@@ -109,25 +117,17 @@ ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
         const size_t row = QRowOffset(shape, b, h, i);
         const double* q_i = &inputs.q[row];
         const double* o_i = &forward.o[row];
-        const double* d_o_i = &d_o[row];
-        double* dq_i = &grads.dq[row];
         const double lse_i = forward.lse[LseIndex(shape, b, h, i)];
-        const double delta_i = Dot(d_o_i, o_i, dim);
+        const double delta_i = Dot(&ops.dp_d_o[row], o_i, dim);  // §4.2: dP's dO
 
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;
           const size_t kv_row = KvRowOffset(shape, b, kv_h, j);
-          const double* k_j = &inputs.k[kv_row];
-          const double* v_j = &inputs.v[kv_row];
-          const double s_ij = scale * Dot(q_i, k_j, dim);
+          const double s_ij = scale * Dot(q_i, &inputs.k[kv_row], dim);
           const double p_ij = std::exp(s_ij - lse_i);
-          const double dp_ij = Dot(d_o_i, v_j, dim);
-          const double ds_ij = p_ij * (dp_ij - delta_i);
-          for (int64_t d = 0; d < dim; ++d) {
-            grads.dv[kv_row + d] += p_ij * d_o_i[d];
-            dq_i[d] += scale * ds_ij * k_j[d];
-            grads.dk[kv_row + d] += scale * ds_ij * q_i[d];
-          }
+          const double dp_ij = Dot(&ops.dp_d_o[row], &ops.dp_v[kv_row], dim);
+          w[size_t(i * shape.kv_len + j)] = p_ij;
+          ds[size_t(i * shape.kv_len + j)] = p_ij * (dp_ij - delta_i);
         }
 
         // §1.1: only a learned tau is a parameter; the off-by-one sink is a constant.
@@ -136,6 +136,7 @@ ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
           grads.d_sink[static_cast<size_t>(h)] -= abstention_i * delta_i;
         }
       }
+      AddBackwardProducts(shape, call_options.precision, scale, ops, b, h, w, ds, grads);
     }
   }
   return grads;

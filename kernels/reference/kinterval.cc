@@ -81,10 +81,13 @@ ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
   const ReferenceInputs inputs = Simulated(shape, call_options.precision, given);
   const AttentionOptions options = Fp32Operands(call_options);
   // With P rounded (§4) the backward's g_bar is dO_i . o_i of the rounded forward, as in the
-  // kernels (it equals sum_j p_j g_j otherwise).
-  const bool rounded_p = options.precision.p != quant::Format::kFp32;
-  const std::vector<double> o =
-      rounded_p ? ReferenceKIntervalForward(shape, options, kint, inputs).o : std::vector<double>();
+  // kernels (it equals sum_j p_j g_j otherwise); likewise with a rounded dP (§4.2), whose
+  // rounded V leaves o out of sum_j p_j g_j.
+  const bool given_g_bar =
+      options.precision.p != quant::Format::kFp32 || !call_options.precision.BackwardIsFp32();
+  const std::vector<double> o = given_g_bar
+                                    ? ReferenceKIntervalForward(shape, options, kint, inputs).o
+                                    : std::vector<double>();
   CheckKIntervalInputs(shape, options, kint, inputs);
   CheckSize(d_o, shape.batch * shape.heads * shape.q_len * shape.head_dim, "d_o");
   const double scale = static_cast<double>(ResolvedScale(shape, options));
@@ -94,10 +97,21 @@ ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
   grads.dk.assign(inputs.k.size(), 0.0);
   grads.dv.assign(inputs.v.size(), 0.0);
   grads.d_sink.assign(static_cast<size_t>(shape.heads), 0.0);
+  // §4.2: the products' operands, rounded as the bwd options say (the inputs without them).
+  const BackwardProductOperands ops =
+      RoundedBackwardOperands(shape, call_options.precision, inputs, d_o);
+  const size_t entries = size_t(shape.q_len * shape.kv_len);
+  std::vector<double> w(entries), ds_all(entries);
+  const bool rounded_bwd = call_options.precision.bwd != quant::Format::kFp32;
+  std::vector<double> corrections(size_t(2 * shape.q_len), 0.0);
+  std::vector<int64_t> argmax(size_t(shape.q_len)), argmin(size_t(shape.q_len));
   std::vector<double> s, p, g, ds;
   for (int64_t b = 0; b < shape.batch; ++b) {
     for (int64_t h = 0; h < shape.heads; ++h) {
       const int64_t kv_h = KvHeadOf(shape, h);
+      std::fill(w.begin(), w.end(), 0.0);
+      std::fill(ds_all.begin(), ds_all.end(), 0.0);
+      std::fill(corrections.begin(), corrections.end(), 0.0);
       for (int64_t i = 0; i < shape.q_len; ++i) {
         const int64_t visible = VisibleKeyCount(shape, options, i);
         if (visible == 0) continue;  // §0: zero gradients
@@ -107,20 +121,31 @@ ReferenceGradients ReferenceKIntervalBackward(const AttentionShape& shape,
         ds.resize(s.size());
         const KIntervalRowStats stats = KIntervalRowForward(kint, s.data(), s.size(), p.data());
         const size_t row = QRowOffset(shape, b, h, i);
-        const double* d_o_i = &d_o[row];
         for (int64_t j = 0; j < visible; ++j) {
-          g[size_t(j)] = Dot(d_o_i, &inputs.v[KvRowOffset(shape, b, kv_h, j)], dim);
+          g[size_t(j)] = Dot(&ops.dp_d_o[row], &ops.dp_v[KvRowOffset(shape, b, kv_h, j)], dim);
         }
-        const double g_bar = rounded_p ? Dot(d_o_i, &o[row], dim) : 0.0;
+        const double g_bar = given_g_bar ? Dot(&ops.dp_d_o[row], &o[row], dim) : 0.0;
+        // §4.2: a rounded backward adds the extrema terms after rounding dS, as the kernels do.
+        double* extrema = rounded_bwd ? &corrections[size_t(2 * i)] : nullptr;
         KIntervalRowBackward(kint, s.data(), s.size(), stats, g.data(), ds.data(),
-                             rounded_p ? &g_bar : nullptr);
-        const double* q_i = &inputs.q[row];
-        for (int64_t j = 0; j < visible; ++j) {
-          const size_t kv_row = KvRowOffset(shape, b, kv_h, j);
+                             given_g_bar ? &g_bar : nullptr, extrema);
+        argmax[size_t(i)] = stats.argmax;
+        argmin[size_t(i)] = stats.argmin;
+        std::copy(p.begin(), p.end(), w.begin() + i * shape.kv_len);
+        std::copy(ds.begin(), ds.end(), ds_all.begin() + i * shape.kv_len);
+      }
+      AddBackwardProducts(shape, call_options.precision, scale, ops, b, h, w, ds_all, grads);
+      if (!rounded_bwd) continue;
+      for (int64_t i = 0; i < shape.q_len; ++i) {
+        const size_t row = QRowOffset(shape, b, h, i);
+        const int64_t keys[2] = {argmax[size_t(i)], argmin[size_t(i)]};
+        for (int e = 0; e < 2; ++e) {
+          const double term = scale * corrections[size_t(2 * i + e)];
+          if (term == 0.0) continue;
+          const size_t kv_row = KvRowOffset(shape, b, kv_h, keys[e]);
           for (int64_t d = 0; d < dim; ++d) {
-            grads.dv[kv_row + d] += p[size_t(j)] * d_o_i[d];
-            grads.dq[row + d] += scale * ds[size_t(j)] * inputs.k[kv_row + d];
-            grads.dk[kv_row + d] += scale * ds[size_t(j)] * q_i[d];
+            grads.dq[row + d] += term * ops.k[kv_row + d];
+            grads.dk[kv_row + d] += term * ops.q[row + d];
           }
         }
       }

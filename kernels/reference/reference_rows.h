@@ -135,6 +135,77 @@ inline AttentionOptions Fp32Operands(AttentionOptions options) {
   return options;
 }
 
+// §4.2 the low-precision backward as the kernels round it: the operands of its products
+// (from the simulated inputs), P and dS per block of kBackwardBlockQueries x kBackwardBlockKeys,
+// and dV, dQ and dK of one (batch, head) from them.
+struct BackwardProductOperands {
+  std::vector<double> q, k, d_o;     // dK = dS^T Q, dQ = dS K, dV = P^T dO
+  std::vector<double> dp_d_o, dp_v;  // dP = dO V^T
+};
+inline BackwardProductOperands RoundedBackwardOperands(const AttentionShape& s,
+                                                       const Precision& p,
+                                                       const ReferenceInputs& in,
+                                                       const std::vector<double>& d_o) {
+  const quant::QuantSpec sums = p.BackwardTokenSumSpec(), dp = p.BackwardDpSpec();
+  return {Simulated(sums, in.q, s.batch, s.heads, s.q_len, s.head_dim),
+          Simulated(sums, in.k, s.batch, s.kv_heads, s.kv_len, s.head_dim),
+          Simulated(sums, d_o, s.batch, s.heads, s.q_len, s.head_dim),
+          Simulated(dp, d_o, s.batch, s.heads, s.q_len, s.head_dim),
+          Simulated(dp, in.v, s.batch, s.kv_heads, s.kv_len, s.head_dim)};
+}
+
+// One (batch, head)'s P or dS, [q_len x kv_len], rounded block by block: a scaled format (int8, and
+// fp16 here) with amax / FormatMax of the block's float values (a block without a finite
+// nonzero magnitude, or whose scale underflows, is left as it is), bf16 at scale 1.
+inline void RoundBackwardBlocks(const Precision& p, std::vector<double>& ds, int64_t q_len,
+                            int64_t kv_len) {
+  if (p.bwd == quant::Format::kFp32) return;
+  const bool scaled = quant::FormatIsScaled(p.bwd) || p.BackwardTokenSumSpec().scale_casts;
+  for (int64_t i0 = 0; i0 < q_len; i0 += kBackwardBlockQueries) {
+    for (int64_t j0 = 0; j0 < kv_len; j0 += kBackwardBlockKeys) {
+      const int64_t i1 = std::min(q_len, i0 + kBackwardBlockQueries);
+      const int64_t j1 = std::min(kv_len, j0 + kBackwardBlockKeys);
+      const auto each = [&](auto&& f) {
+        for (int64_t i = i0; i < i1; ++i) {
+          for (int64_t j = j0; j < j1; ++j) f(ds[size_t(i * kv_len + j)]);
+        }
+      };
+      float scale = 1.0f;
+      if (scaled) {
+        float m = 0.0f;
+        each([&](double x) { m = std::max(m, std::fabs(float(x))); });
+        if (!(m > 0.0f) || !std::isfinite(m)) continue;
+        scale = m / quant::FormatMax(p.bwd);
+        if (scale == 0.0f) continue;
+      }
+      each([&](double& x) { x = double(quant::RoundToFormat(p.bwd, float(x), scale)); });
+    }
+  }
+}
+
+// dV_j += P^_ij dO_i, dQ_i += scale dS^_ij k_j, dK_j += scale dS^_ij q_i for one (batch, head),
+// P and dS [q_len x kv_len] (zero where a key is not visible), rounded here.
+inline void AddBackwardProducts(const AttentionShape& s, const Precision& p, double scale,
+                                const BackwardProductOperands& ops, int64_t b, int64_t h,
+                                std::vector<double> w, std::vector<double> ds,
+                                ReferenceGradients& grads) {
+  RoundBackwardBlocks(p, w, s.q_len, s.kv_len);
+  RoundBackwardBlocks(p, ds, s.q_len, s.kv_len);
+  const int64_t dim = s.head_dim, kv_h = KvHeadOf(s, h);
+  for (int64_t i = 0; i < s.q_len; ++i) {
+    const size_t row = QRowOffset(s, b, h, i);
+    for (int64_t j = 0; j < s.kv_len; ++j) {
+      const double w_ij = w[size_t(i * s.kv_len + j)], ds_ij = ds[size_t(i * s.kv_len + j)];
+      if (w_ij == 0.0 && ds_ij == 0.0) continue;
+      const size_t kv_row = KvRowOffset(s, b, kv_h, j);
+      for (int64_t d = 0; d < dim; ++d) {
+        grads.dv[kv_row + d] += w_ij * ops.d_o[row + d];
+        grads.dq[row + d] += scale * ds_ij * ops.k[kv_row + d];
+        grads.dk[kv_row + d] += scale * ds_ij * ops.q[row + d];
+      }
+    }
+  }
+}
 
 }  // namespace lpattn::reference_internal
 

@@ -78,6 +78,27 @@ struct AmxPv {
   size_t key_stride = 0;
 };
 
+// The low-precision backward, docs/math.md §4.2: the operands of its products as rounded copies
+// (a null view: the call's own tensor, unrounded), and how P and dS are rounded on their way
+// into them (both like dS, a scale per block). S and Delta are recomputed from the unrounded operands.
+struct BackwardRounding {
+  ConstTensor q, k, d_o;    // in dK = dS^T Q, dQ = dS K and dV = P^T dO
+  ConstTensor dp_d_o, dp_v;  // in dP = dO V^T
+  // P and dS, each with one scale per block of kTileQ queries and kTileK keys when scaled
+  // (amax over the block / FormatMax: int8, fp16), else scale 1 (bf16).
+  quant::Format format = quant::Format::kFp32;
+  bool scaled = false;
+
+  bool rounds() const {
+    return q.data || k.data || d_o.data || dp_d_o.data || dp_v.data ||
+           format != quant::Format::kFp32;
+  }
+};
+// The view a product reads: the rounded copy when there is one, else the call's tensor.
+inline ConstTensor OrCall(ConstTensor rounded, ConstTensor call) {
+  return rounded.data != nullptr ? rounded : call;
+}
+
 struct AttentionProblem {
   size_t batch, heads, kv_heads, q_len, kv_len, dim;
   bool causal;
@@ -102,6 +123,7 @@ struct AttentionProblem {
   // before the P V product.
   quant::Format p_format = quant::Format::kFp32;
   float p_scale = 1.0f;
+  BackwardRounding bwd;  // the backward's (§4.2); all unset: the plain fp32 backward
 
   size_t group() const { return heads / kv_heads; }
   float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }
@@ -118,6 +140,16 @@ struct AttentionProblem {
     return size_t(std::clamp<ptrdiff_t>(first, 0, ptrdiff_t(q_len)));
   }
 };
+
+// The tensors the backward's products read (§4.2): the rounded copies where the call made them.
+struct BackwardOperands {
+  ConstTensor q, k, d_o;     // dK = dS^T Q, dQ = dS K, dV = P^T dO
+  ConstTensor dp_d_o, dp_v;  // dP = dO V^T
+};
+inline BackwardOperands ProductOperands(const AttentionProblem& p, const BackwardArgs& a) {
+  return {OrCall(p.bwd.q, a.q), OrCall(p.bwd.k, a.k), OrCall(p.bwd.d_o, a.d_o),
+          OrCall(p.bwd.dp_d_o, a.d_o), OrCall(p.bwd.dp_v, a.v)};
+}
 
 AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions& options);
 

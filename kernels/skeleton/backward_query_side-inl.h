@@ -56,9 +56,11 @@ HWY_INLINE void WithSpecialized(const Transform& tr, const Body& body) {
 template <class Transform>
 void BackwardRowParams(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
                        float* params, double* sink_partials) {
+  // Delta takes dP's dO (§4.2), so that sum_j P_ij dP_ij = Delta_i holds for a rounded one too.
+  const ConstTensor dp_d_o = ProductOperands(p, args).dp_d_o;
   ParallelTiles(p.batch * p.heads, [&](size_t task, TileWorkspace&) HWY_ATTR {
     const size_t b = task / p.heads, h = task % p.heads;
-    const HeadRows o = RowsOf(args.o, b, h), d_o = RowsOf(args.d_o, b, h);
+    const HeadRows o = RowsOf(args.o, b, h), d_o = RowsOf(dp_d_o, b, h);
     double sink_share = 0.0;
     for (size_t i = 0; i < p.q_len; ++i) {
       double dot = 0.0;  // Delta_i = dO_i . o_i, summed in double
@@ -79,8 +81,9 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
                                size_t h, size_t i0, size_t nq, TileWorkspace& ws,
                                const Visit& visit) {
   const size_t dim = p.dim;
-  const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
-  const HeadRows k = RowsOf(args.k, b, h / p.group()), v = RowsOf(args.v, b, h / p.group());
+  const BackwardOperands ops = ProductOperands(p, args);  // dP's (§4.2)
+  const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(ops.dp_d_o, b, h);
+  const HeadRows k = RowsOf(args.k, b, h / p.group()), v = RowsOf(ops.dp_v, b, h / p.group());
   PackTransposed(q, i0, nq, dim, p.scale, kTileQ, ws.panel_a.get());
   PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, ws.panel_b.get());
   const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
@@ -205,6 +208,7 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
       }
     });
   }
+  RoundBackwardBlock(p.bwd, grads, nk, kTileQ, nq);  // the block of (i0, j0), §4.2
   const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
   MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
                ws.range_end);
@@ -223,7 +227,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
-    const HeadRows k = RowsOf(args.k, b, h / p.group());
+    const HeadRows k = RowsOf(OrCall(p.bwd.k, args.k), b, h / p.group());  // dQ = dS K's
     float* dq = ws.acc_a.get();
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
     const size_t row0 = (b * p.heads + h) * p.q_len + i0;

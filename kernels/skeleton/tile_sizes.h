@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "kernels/precision.h"
+
 namespace lpattn {
 
 // Queries per tile (a TBB task's unit of forward work) and keys per tile. Both are multiples
@@ -13,6 +15,8 @@ namespace lpattn {
 inline constexpr size_t kTileQ = 96;
 inline constexpr size_t kTileK = 48;
 inline constexpr size_t kTileMax = kTileQ > kTileK ? kTileQ : kTileK;
+// The backward's dS blocks (docs/math.md §4.2) are the tiles.
+static_assert(kTileQ == size_t(kBackwardBlockQueries) && kTileK == size_t(kBackwardBlockKeys));
 
 }  // namespace lpattn
 

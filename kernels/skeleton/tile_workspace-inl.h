@@ -317,18 +317,50 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
                 nk, columns, p.dim);
 }
 
-// docs/math.md §4 P quantization: a key-major weight tile (nk rows of `columns` queries) rounded in place to
-// `format` with `scale`, exactly as quant's codecs round (x / scale, round, times scale).
-HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
-                             quant::Format format, float scale) {
+// Rows x cols of a tile (row stride `stride`) rounded in place to `format` with `scale`, exactly
+// as quant's codecs round (x / scale, round, times scale).
+HWY_INLINE void RoundTile(float* HWY_RESTRICT tile, size_t rows, size_t stride, size_t cols,
+                          quant::Format format, float scale) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  for (size_t j = 0; j < nk; ++j) {
-    for (size_t i = 0; i < columns; i += N) {
-      float* w = st + j * kTileQ + i;
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t c = 0; c < cols; c += N) {
+      float* w = tile + r * stride + c;
       hn::StoreU(quant::HWY_NAMESPACE::RoundLanes(d, hn::LoadU(d, w), format, scale), d, w);
     }
   }
+}
+
+// docs/math.md §4 P quantization: a key-major weight tile (nk rows of `columns` queries).
+HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
+                             quant::Format format, float scale) {
+  RoundTile(st, nk, kTileQ, columns, format, scale);
+}
+
+// docs/math.md §4.2: one block of the backward's P or dS (rows x cols of a tile whose rows are
+// `stride` apart, padded to whole vectors) rounded in place: scaled formats with one scale for
+// the block, amax / FormatMax over its rows x cols (a block without a finite nonzero magnitude
+// is left as it is), bf16 at scale 1.
+HWY_INLINE void RoundBackwardBlock(const BackwardRounding& r, float* tile, size_t rows,
+                                   size_t stride, size_t cols) {
+  if (r.format == quant::Format::kFp32) return;
+  float scale = 1.0f;
+  if (r.scaled) {
+    const hn::ScalableTag<float> d;
+    const size_t N = hn::Lanes(d);
+    auto amax = hn::Zero(d);
+    for (size_t row = 0; row < rows; ++row) {
+      for (size_t c = 0; c < cols; c += N) {
+        const auto x = hn::IfThenElseZero(hn::FirstN(d, cols - c), hn::LoadU(d, tile + row * stride + c));
+        amax = hn::Max(amax, hn::Abs(x));
+      }
+    }
+    const float m = hn::GetLane(hn::MaxOfLanes(d, amax));
+    if (!(m > 0.0f) || !std::isfinite(m)) return;
+    scale = m / quant::FormatMax(r.format);
+    if (scale == 0.0f) return;  // below every scale: left as it is
+  }
+  RoundTile(tile, rows, stride, cols, r.format, scale);
 }
 
 // out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the tile's

@@ -67,15 +67,18 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
+  const BackwardOperands ops = ProductOperands(p, args);
   ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, kv_head, j0, nk] = SplitTask(task, p.kv_heads, p.kv_len, kTileK);
-    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
+    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(ops.dp_v, b, kv_head);
     const auto [k_panel, v_panel, weights, grads, dk, dv] =
         BeginKeySide(p, k, v, j0, nk, kTileK, ws);
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
       const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
+      const HeadRows dp_d_o = RowsOf(ops.dp_d_o, b, h);
+      const HeadRows q_product = RowsOf(ops.q, b, h), d_o_product = RowsOf(ops.d_o, b, h);
       const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       for (size_t i0 = first_query / kTileQ * kTileQ; i0 < p.q_len; i0 += kTileQ) {
         const size_t nq = std::min(kTileQ, p.q_len - i0);
@@ -99,8 +102,8 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
             continue;  // nothing survived, or the survivors are done
           }
         } else {
-          MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {v_panel, kTileK}, {grads, kTileK},
-                        nq, kTileK, dim);
+          MatMul<false>({dp_d_o.row(i0), dp_d_o.token_stride, 1}, {v_panel, kTileK},
+                        {grads, kTileK}, nq, kTileK, dim);
           // Rows are queries here: per-row parameters are broadcast, keys run along vectors.
           WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
             for (size_t i = 0; i < nq; ++i) {
@@ -110,6 +113,8 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
                               head_params + (i0 + i) * Transform::kRowParams);
             }
           });
+          RoundBackwardBlock(p.bwd, weights, nq, kTileK, nk);  // the block of (i0, j0)
+          RoundBackwardBlock(p.bwd, grads, nq, kTileK, nk);
         }
         // Key j of the tile is seen by the tile's queries [begin_j, nq).
         for (size_t j = 0; j < nk; ++j) {
@@ -117,10 +122,10 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
           ws.range_begin[j] = uint32_t(std::clamp(first, i0, i0 + nq) - i0);
           ws.range_end[j] = uint32_t(nq);
         }
-        const RhsView do_rows = DimRows(d_o, i0, nq, dim, padded_dim, ws.rows.get());
+        const RhsView do_rows = DimRows(d_o_product, i0, nq, dim, padded_dim, ws.rows.get());
         MatMulRanged({weights, 1, kTileK}, do_rows, {dv, padded_dim}, nk, padded_dim,
                      ws.range_begin, ws.range_end);
-        const RhsView q_rows = DimRows(q, i0, nq, dim, padded_dim, ws.rows2.get());
+        const RhsView q_rows = DimRows(q_product, i0, nq, dim, padded_dim, ws.rows2.get());
         MatMulRanged({grads, 1, kTileK}, q_rows, {dk, padded_dim}, nk, padded_dim,
                      ws.range_begin, ws.range_end);
       }
@@ -143,19 +148,22 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
   const size_t dim = p.dim, padded_dim = PaddedDim(dim), nq = p.q_len, nk = p.kv_len;
   const hn::ScalableTag<float> d;
   const size_t width = hwy::RoundUpTo(nk, hn::Lanes(d));  // keys along vectors
+  const BackwardOperands ops = ProductOperands(p, args);
   ParallelTiles(p.batch * p.kv_heads, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const size_t b = task / p.kv_heads, kv_head = task % p.kv_heads;
-    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(args.v, b, kv_head);
+    const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(ops.dp_v, b, kv_head);
+    const HeadRows k_product = RowsOf(ops.k, b, kv_head);
     const auto [k_panel, v_panel, weights, grads, dk, dv] = BeginKeySide(p, k, v, 0, nk, width, ws);
     float* dq = ws.acc_c.get();
 
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
-      const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
+      const HeadRows q = RowsOf(args.q, b, h), dp_d_o = RowsOf(ops.dp_d_o, b, h);
+      const HeadRows q_product = RowsOf(ops.q, b, h), d_o_product = RowsOf(ops.d_o, b, h);
       const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       MatMul<false>({q.row(0), q.token_stride, 1}, {k_panel, width}, {weights, width}, nq, width,
                     dim);
-      MatMul<false>({d_o.row(0), d_o.token_stride, 1}, {v_panel, width}, {grads, width}, nq,
-                    width, dim);
+      MatMul<false>({dp_d_o.row(0), dp_d_o.token_stride, 1}, {v_panel, width}, {grads, width},
+                    nq, width, dim);
       WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
         for (size_t i = 0; i < nq; ++i) {
           const size_t limit = std::min(p.VisibleEnd(i), nk);
@@ -165,8 +173,12 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
           ws.range_end[i] = uint32_t(limit);
         }
       });
+      for (size_t j0 = 0; j0 < nk; j0 += kTileK) {  // docs/math.md §4.2: the blocks (0, j0)
+        RoundBackwardBlock(p.bwd, weights + j0, nq, width, std::min(kTileK, nk - j0));
+        RoundBackwardBlock(p.bwd, grads + j0, nq, width, std::min(kTileK, nk - j0));
+      }
       std::fill(dq, dq + nq * padded_dim, 0.0f);
-      MatMulRanged({grads, width, 1}, DimRows(k, 0, nk, dim, padded_dim, ws.rows.get()),
+      MatMulRanged({grads, width, 1}, DimRows(k_product, 0, nk, dim, padded_dim, ws.rows.get()),
                    {dq, padded_dim}, nq, padded_dim, ws.range_begin, ws.range_end);
       StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, 0),
                 size_t(args.dq.strides.token));
@@ -174,9 +186,10 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
         ws.range_begin[j] = uint32_t(std::min(p.FirstQuerySeeing(j), nq));
         ws.range_end[j] = uint32_t(nq);
       }
-      MatMulRanged({weights, 1, width}, DimRows(d_o, 0, nq, dim, padded_dim, ws.rows.get()),
-                   {dv, padded_dim}, nk, padded_dim, ws.range_begin, ws.range_end);
-      MatMulRanged({grads, 1, width}, DimRows(q, 0, nq, dim, padded_dim, ws.rows2.get()),
+      MatMulRanged({weights, 1, width},
+                   DimRows(d_o_product, 0, nq, dim, padded_dim, ws.rows.get()), {dv, padded_dim},
+                   nk, padded_dim, ws.range_begin, ws.range_end);
+      MatMulRanged({grads, 1, width}, DimRows(q_product, 0, nq, dim, padded_dim, ws.rows2.get()),
                    {dk, padded_dim}, nk, padded_dim, ws.range_begin, ws.range_end);
     }
     FinishKeySide(p, args, b, kv_head, 0, nk, dk, dv);
@@ -190,11 +203,12 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
 template <class Transform>
 void ExtremaCorrections(const AttentionProblem& p, const BackwardArgs& args, const Transform& tr,
                         const float* corrections) {
+  const BackwardOperands ops = ProductOperands(p, args);  // corrections are dS K and dS^T Q
   ParallelTiles(p.batch * p.kv_heads, [&](size_t task, TileWorkspace&) {
     const size_t b = task / p.kv_heads, kv_head = task % p.kv_heads;
-    const HeadRows k = RowsOf(args.k, b, kv_head);
+    const HeadRows k = RowsOf(ops.k, b, kv_head);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
-      const HeadRows q = RowsOf(args.q, b, h);
+      const HeadRows q = RowsOf(ops.q, b, h);
       for (size_t i = 0; i < p.q_len; ++i) {
         const size_t row = (b * p.heads + h) * p.q_len + i;
         const float terms[2] = {p.scale * corrections[2 * row], p.scale * corrections[2 * row + 1]};

@@ -177,7 +177,8 @@ KIntervalRowStats KIntervalRowForward(const KIntervalOptions& o, const double* s
 // §2 backward: d_j = (g_j - g_bar) / Z, then the surrogate's route from d to the scores.
 void KIntervalRowBackward(const KIntervalOptions& o, const double* s, size_t n,
                           const KIntervalRowStats& st, const double* g, double* ds,
-                          const double* g_bar_given) {
+                          const double* g_bar_given, double* corrections) {
+  if (corrections != nullptr) corrections[0] = corrections[1] = 0.0;
   const bool degenerate = Degenerate(st);
   const Grid grid(o.K, degenerate ? 1.0 : st.R, o.grid);  // unused in a degenerate row
   std::vector<double> w_hat(n), d(n);
@@ -230,6 +231,11 @@ void KIntervalRowBackward(const KIntervalOptions& o, const double* s, size_t n,
     }
   }
   if (o.detach_extrema) return;
+  if (corrections != nullptr) {
+    corrections[0] = dm;
+    corrections[1] = da;
+    return;
+  }
   ds[st.argmax] += dm;
   ds[st.argmin] += da;
 }

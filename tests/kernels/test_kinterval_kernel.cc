@@ -171,7 +171,10 @@ void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, La
   const KIntervalOptions kint = ParseKInterval(text);
   const bool nearest = kint.rounding == KIntervalRounding::kNearest ||
                        kint.grid != quant::Format::kFp32 || precision.p != quant::Format::kFp32;
-  const bool jumps = nearest || kint.surrogate == KIntervalSurrogate::kExact;
+  // A rounded backward (docs/math.md §4.2) flips an entry of P or dS lying within rounding of a
+  // midpoint of its format: one step of the format moves a dV, dQ or dK row.
+  const bool rounded_bwd = !precision.BackwardIsFp32();
+  const bool jumps = nearest || kint.surrogate == KIntervalSurrogate::kExact || rounded_bwd;
   AttentionCase c(shape, causal, SinkMode::kNone, layout);
   c.options.precision = precision;
   const ReferenceGradients ref =
@@ -200,15 +203,22 @@ void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, La
       bool may_jump;
     } grads[] = {{"dq", CompareRows(dq.Dense(), ref.dq, dim), ref.dq.size() / dim, jumps},
                  {"dk", CompareRows(dk.Dense(), ref.dk, dim), ref.dk.size() / dim, jumps},
-                 {"dv", CompareRows(dv.Dense(), ref.dv, dim), ref.dv.size() / dim, nearest}};
+                 {"dv", CompareRows(dv.Dense(), ref.dv, dim), ref.dv.size() / dim,
+                  nearest || rounded_bwd}};
     // A flipped value of a rounded grid changes the chord of every entry in its two intervals
     // across the row, so more gradient rows move, each by little: up to 10% + 2 of the rows,
     // within 1e-3.
     const bool rounded_grid = kint.grid != quant::Format::kFp32 || precision.p != quant::Format::kFp32;
     for (const auto& g : grads) {
-      const size_t allowed = !g.may_jump ? 0 : rounded_grid ? g.rows / 10 + 2 : g.rows / 100 + 2;
+      const size_t allowed = !g.may_jump                  ? 0
+                             : rounded_grid || rounded_bwd ? g.rows / 10 + 2
+                                                           : g.rows / 100 + 2;
       EXPECT_LE(g.errors.bad, allowed) << g.name << " " << where << " worst " << g.errors.worst;
-      const double worst = !g.may_jump ? kRowTolerance : rounded_grid ? 1e-3 : kFlipTolerance;
+      // A flip of the backward's rounding moves a row by a step of its format: up to 2e-2 (int8).
+      const double worst = !g.may_jump    ? kRowTolerance
+                           : rounded_bwd  ? 2e-2
+                           : rounded_grid ? 1e-3
+                                          : kFlipTolerance;
       EXPECT_LE(g.errors.worst, worst) << g.name << " " << where;
     }
   }
@@ -247,6 +257,21 @@ TEST(KIntervalKernel, MatchesReferenceWithLowPrecisionOperands) {
                                ParsePrecision(precision));
         ExpectBackwardMatchesReference({1, 2, 1, 70, 130, 16}, causal, Layout::kBHTD, text,
                                        ParsePrecision(precision));
+      }
+    }
+  }
+}
+
+// The low-precision backward (docs/math.md §4.2): the K-interval transform's dS goes through
+// the same rounded products, whole-head and tiled.
+TEST(KIntervalKernel, MatchesReferenceWithALowPrecisionBackward) {
+  for (const char* bwd : {"bwd=bf16", "bwd=int8", "bwd=fp16,bwd_dp=bf16"}) {
+    for (bool causal : {false, true}) {
+      for (const char* text : {"K=4", "K=8,ste=prob"}) {
+        ExpectBackwardMatchesReference({1, 2, 1, 70, 90, 16}, causal, Layout::kBHTD, text,
+                                       ParsePrecision(bwd));
+        ExpectBackwardMatchesReference({2, 2, 1, 150, 200, 32}, causal, Layout::kBTHD, text,
+                                       ParsePrecision(bwd));
       }
     }
   }
