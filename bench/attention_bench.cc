@@ -588,6 +588,13 @@ const bool kRegistered = [] {
     RegisterFamily(kPrecisionGrid, name + "+prepared_kv_fwd", BM_PreparedForward, precision);
   }
   RegisterFamily(kPrecisionGrid, "exact+prepared_kv_fwd", BM_PreparedForward, Precision{});
+  // The low-precision backward (docs/math.md §4.2): _bwd only, the forward ignores bwd.
+  for (const char* text : {"bwd=bf16", "bwd=fp16", "bwd=int8", "qk=bf16,pv=bf16,p=bf16,bwd=bf16"}) {
+    const Precision precision = ParsePrecision(text);
+    std::string name = "exact+" + FormatPrecision(precision);
+    std::replace(name.begin(), name.end(), ':', '+');
+    RegisterFamily(kPrecisionGrid, name + "_bwd", BM_ExactBackward, precision);
+  }
   RegisterFamily(kAttentionGrid, "naive_fwd", BM_NaiveForward);
   // The K-interval variants the paper's table turns on (docs/harness.md §4).
   for (const char* text : {"K=4,round=nearest,ste=weight", "K=4,cal=window,round=nearest,ste=prob",

@@ -49,12 +49,15 @@ SweepPlan GatingPlan() {
 }
 
 // Exact attention at each operand precision of docs/math.md §4 against fp32 (issue 6's
-// comparison), 3 seeds, small; plus fp32-trained models evaluated with quantized operands
-// (post-training quantization) beside the arms trained with them.
+// comparison) and with each low-precision backward of §4.2, 3 seeds, small; plus fp32-trained
+// models evaluated with quantized operands (post-training quantization) beside the arms
+// trained with them.
 SweepPlan LowPrecisionPlan() {
   SweepPlan plan;
   plan.name = "lowp";
-  plan.summary = "exact attention at each operand precision against fp32, 3 seeds, small";
+  plan.summary =
+      "exact attention at each operand precision and backward precision against fp32, 3 seeds, "
+      "small";
   plan.preset = "small";
   plan.seeds = {1, 2, 3};
   plan.arms = {
@@ -68,6 +71,11 @@ SweepPlan LowPrecisionPlan() {
       {"exact+qk=int8:pv=int8:gran=tensor", ""},
       {"exact+qk=int8:pv=int8:gran=channel:smooth_k=1", ""},
       {"exact+qk=int8:pv=int8:p=int8", ""},
+      {"exact+bwd=bf16", ""},
+      {"exact+bwd=fp16", ""},
+      {"exact+bwd=int8", ""},
+      {"exact+bwd=int8:bwd_dp=int8", ""},
+      {"exact+qk=bf16:pv=bf16:p=bf16:bwd=bf16", ""},
   };
   plan.swaps = {{"exact", "exact+qk=int8:pv=int8", "post-training quantization"},
                 {"exact", "exact+qk=fp8e4m3:pv=fp8e4m3", "post-training quantization"}};

@@ -78,7 +78,13 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
           " (1-byte codes decoded to fp32 per key tile)",
       "Q of every format but int8, per-channel fp8 and int8 K, smoothed operands, thresholded "
       "attention's forward: simulated (fp32 copies of the quantized values)",
-      "every backward: " + highway + " (fp32 products on the dequantized operands)",
+      "backward with bwd=bf16 (and bwd_dp bf16): " +
+          tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
+                "amx_bf16 (dP, dV, dK and dQ on tdpbf16ps tiles; S too with qk=bf16)",
+                "head_dim a multiple of 32 and finite operands") +
+          highway + " (fp32 products on the bf16-rounded operands)",
+      "every other backward: " + highway +
+          " (fp32 products on the dequantized operands, rounded as bwd= says)",
   };
 }
 

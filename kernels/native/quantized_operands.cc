@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/native/amx_products.h"
 #include "kernels/native/native_paths.h"
@@ -305,6 +306,96 @@ ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
   return Quantize(v, precision_.ValueSpec(), shape_.kv_heads, shape_.kv_len, name);
 }
 
+namespace {
+bool AllFinite(ConstTensor t, int64_t batch, int64_t heads, int64_t tokens, int64_t dim) {
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t j = 0; j < tokens; ++j) {
+        const float* row = t.data + b * t.strides.batch + h * t.strides.head + j * t.strides.token;
+        for (int64_t c = 0; c < dim; ++c) {
+          if (!std::isfinite(row[c])) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+}  // namespace
+
+bool QuantizedOperands::AmxBackwardApplies(const BackwardArgs& args,
+                                           const BackwardRounding& r) const {
+  const Precision& p = precision_;
+  if (p.path != ComputePath::kNative || p.bwd != quant::Format::kBf16 ||
+      p.BackwardDpFormat() != quant::Format::kBf16 ||
+      !native::AmxBf16TakesDim(size_t(shape_.head_dim)) ||
+      !native::NativePathEnabled(native::NativePath::kAmxBf16) ||
+      !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
+    return false;
+  }
+  // A tile multiplies padding and masked entries by zero weights: inf or NaN must not be there.
+  const int64_t b = shape_.batch, d = shape_.head_dim;
+  return AllFinite(r.q, b, shape_.heads, shape_.q_len, d) &&
+         AllFinite(r.k, b, shape_.kv_heads, shape_.kv_len, d) &&
+         AllFinite(r.d_o, b, shape_.heads, shape_.q_len, d) &&
+         AllFinite(r.dp_v, b, shape_.kv_heads, shape_.kv_len, d) &&
+         (r.dp_d_o.data == r.d_o.data || AllFinite(r.dp_d_o, b, shape_.heads, shape_.q_len, d)) &&
+         AllFinite(args.q, b, shape_.heads, shape_.q_len, d) &&
+         AllFinite(args.k, b, shape_.kv_heads, shape_.kv_len, d);
+}
+
+const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64_t tokens,
+                                             size_t t_pad, Bf16Layout layout) {
+  const size_t dim = size_t(shape_.head_dim), n = size_t(tokens);
+  const size_t slices = size_t(shape_.batch * heads);
+  const size_t per_slice = layout == Bf16Layout::kRows ? n * dim : dim * t_pad;
+  std::vector<uint16_t>& codes = codes_.emplace_back(slices * per_slice, uint16_t(0));
+  tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
+    const size_t b = slice / size_t(heads), h = slice % size_t(heads);
+    uint16_t* out = codes.data() + slice * per_slice;
+    for (size_t j = 0; j < n; ++j) {
+      const float* row = t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head) +
+                         j * size_t(t.strides.token);
+      for (size_t c = 0; c < dim; ++c) {
+        uint32_t bits;
+        std::memcpy(&bits, row + c, 4);
+        const uint16_t code = uint16_t(bits >> 16);  // exact: row holds bf16 values
+        switch (layout) {
+          case Bf16Layout::kRows: out[j * dim + c] = code; break;
+          case Bf16Layout::kTransposed: out[c * t_pad + j] = code; break;
+          case Bf16Layout::kChannelPairs: out[(c / 2) * 2 * t_pad + 2 * j + c % 2] = code; break;
+        }
+      }
+    }
+  });
+  return codes.data();
+}
+
+void QuantizedOperands::PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r) {
+  if (!AmxBackwardApplies(args, r)) return;
+  AmxBackward& amx = r.amx;
+  amx.on = true;
+  // A query tile's products read up to kTileQ tokens from its start, a key tile's up to 64.
+  amx.q_pad = (size_t(shape_.q_len) + kTileQ - 1) / kTileQ * kTileQ;
+  amx.kv_pad = (size_t(shape_.kv_len) + kTileK - 1) / kTileK * kTileK + 16;
+  const int64_t hq = shape_.heads, hk = shape_.kv_heads, tq = shape_.q_len, tk = shape_.kv_len;
+  using L = Bf16Layout;
+  // S from the forward's operands: on tiles when they hold bf16 values (qk = bf16, no smoothing).
+  amx.scores = precision_.qk == quant::Format::kBf16 && !precision_.smooth_k;
+  if (amx.scores) {
+    amx.q_rows = Bf16Codes(args.q, hq, tq, 0, L::kRows);
+    amx.q_pairs = Bf16Codes(args.q, hq, tq, amx.q_pad, L::kChannelPairs);
+    amx.k_rows = Bf16Codes(args.k, hk, tk, 0, L::kRows);
+    amx.k_pairs = Bf16Codes(args.k, hk, tk, amx.kv_pad, L::kChannelPairs);
+  }
+  amx.dp_d_o_rows = Bf16Codes(r.dp_d_o, hq, tq, 0, L::kRows);
+  amx.dp_d_o_pairs = Bf16Codes(r.dp_d_o, hq, tq, amx.q_pad, L::kChannelPairs);
+  amx.dp_v_rows = Bf16Codes(r.dp_v, hk, tk, 0, L::kRows);
+  amx.dp_v_pairs = Bf16Codes(r.dp_v, hk, tk, amx.kv_pad, L::kChannelPairs);
+  amx.q_t = Bf16Codes(r.q, hq, tq, amx.q_pad, L::kTransposed);
+  amx.k_t = Bf16Codes(r.k, hk, tk, amx.kv_pad, L::kTransposed);
+  amx.d_o_t = Bf16Codes(r.d_o, hq, tq, amx.q_pad, L::kTransposed);
+}
+
 void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProblem& problem) {
   const Precision& p = precision_;
   if (p.BackwardIsFp32()) return;
@@ -326,6 +417,7 @@ void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProbl
   r.dp_v = copy(args.v, dp, kv_heads, shape_.kv_len, "lpattn backward V");
   r.format = p.bwd;
   r.scaled = quant::FormatIsScaled(p.bwd) || sums.scale_casts;
+  PrepareAmxBackward(args, r);
 }
 
 }  // namespace lpattn

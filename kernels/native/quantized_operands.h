@@ -91,6 +91,13 @@ class QuantizedOperands {
   AmxPv EncodeTransposedValues(ConstTensor v);
   std::vector<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                                  int64_t tokens, const char* what, std::vector<float>& scales);
+  // §4.2's bf16 backward on AMX tiles: whether it applies, and each operand's tile layouts
+  // (AmxBackward) from its rounded copy, whose bf16 codes are the upper halves of its bits.
+  bool AmxBackwardApplies(const BackwardArgs& args, const BackwardRounding& r) const;
+  enum class Bf16Layout { kRows, kTransposed, kChannelPairs };
+  const uint16_t* Bf16Codes(ConstTensor t, int64_t heads, int64_t tokens, size_t t_pad,
+                            Bf16Layout layout);
+  void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
   AttentionShape shape_;
   Precision precision_;
   std::deque<std::vector<float>> copies_;

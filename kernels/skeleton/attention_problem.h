@@ -78,6 +78,25 @@ struct AmxPv {
   size_t key_stride = 0;
 };
 
+// docs/math.md §4.2's bf16 backward on AMX tiles (bwd = bwd_dp = bf16, head_dim a multiple of
+// 32, finite operands, amx_bf16 and avx512_bf16 enabled): the products' operands as bf16 codes
+// in the tiles' layouts, per (batch, head) slice of T tokens:
+//   *_rows  [T][D]             X as A (rows of channels)
+//   *_t     [D][t_pad]         X^T as A (rows of tokens), zero past T
+//   *_pairs [D/2][t_pad][2]    X^T as B (channel pairs), B(c, t) = X[t][c], zero past T
+// with t_pad = q_pad for Q and dO, kv_pad for K and V. Products and their orientation: the key
+// side's S = Q K^T (scores: with qk = bf16), dP = dO V^T, dV^T += dO^T P, dK^T += Q^T dS; the
+// query side's S^T = K Q^T, dP^T = V dO^T, dQ^T += K^T dS^T (accumulators dim-major).
+struct AmxBackward {
+  bool on = false;
+  bool scores = false;  // S and S^T on tiles too (Q and K bf16 values)
+  size_t q_pad = 0, kv_pad = 0;
+  const uint16_t *q_rows = nullptr, *q_pairs = nullptr, *k_rows = nullptr, *k_pairs = nullptr;
+  const uint16_t *dp_d_o_rows = nullptr, *dp_d_o_pairs = nullptr;
+  const uint16_t *dp_v_rows = nullptr, *dp_v_pairs = nullptr;
+  const uint16_t *q_t = nullptr, *k_t = nullptr, *d_o_t = nullptr;
+};
+
 // The low-precision backward, docs/math.md §4.2: the operands of its products as rounded copies
 // (a null view: the call's own tensor, unrounded), and how P and dS are rounded on their way
 // into them (both like dS, a scale per block). S and Delta are recomputed from the unrounded operands.
@@ -88,6 +107,7 @@ struct BackwardRounding {
   // (amax over the block / FormatMax: int8, fp16), else scale 1 (bf16).
   quant::Format format = quant::Format::kFp32;
   bool scaled = false;
+  AmxBackward amx;  // bf16 products on tiles, when amx.on
 
   bool rounds() const {
     return q.data || k.data || d_o.data || dp_d_o.data || dp_v.data ||

@@ -15,10 +15,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "kernels/native/amx_products.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/sparse_tiles-inl.h"
@@ -87,11 +89,27 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
   PackTransposed(q, i0, nq, dim, p.scale, kTileQ, ws.panel_a.get());
   PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, ws.panel_b.get());
   const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
+  // docs/math.md §4.2's bf16 products on AMX tiles (AmxBackward): S^T (with amx.scores) and
+  // dP^T, key-major like the register tiles'.
+  const AmxBackward& amx = p.bwd.amx;
+  const bool on_tiles = kDenseGrads && amx.on;
+  const size_t q_slice = b * p.heads + h, kv_slice = b * p.kv_heads + h / p.group();
+  uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
   for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
     const size_t nk = std::min(kTileK, p.kv_len - j0);
-    MatMul<false>({k.row(j0), k.token_stride, 1}, {ws.panel_a.get(), kTileQ},
-                  {ws.scores.get(), kTileQ}, nk, columns, dim);
-    if constexpr (kDenseGrads) {
+    if (on_tiles && amx.scores) {
+      native::AmxBf16ScoreTile(amx.k_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
+                               amx.q_pairs + q_slice * dim * amx.q_pad + 2 * i0, amx.q_pad,
+                               columns, dim, p.scale, ws.scores.get(), kTileQ, tail);
+    } else {
+      MatMul<false>({k.row(j0), k.token_stride, 1}, {ws.panel_a.get(), kTileQ},
+                    {ws.scores.get(), kTileQ}, nk, columns, dim);
+    }
+    if (on_tiles) {
+      native::AmxBf16MatMul(amx.dp_v_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
+                            amx.dp_d_o_pairs + q_slice * dim * amx.q_pad + 2 * i0,
+                            2 * amx.q_pad, columns, dim, false, ws.grads.get(), kTileQ, tail);
+    } else if constexpr (kDenseGrads) {
       MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
                     {ws.grads.get(), kTileQ}, nk, columns, dim);
     }
@@ -183,10 +201,13 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
 // One key tile of the query side (key-major S^T and dP^T, row parameters staged): dS in
 // place of dP (with kWithTerms, and the row sums' elements from the same evaluation:
 // AccumulateTerms), then dQ += dS K.
+// On AMX tiles (k_t, the kv head's K^T codes, set) dQ^T += K^T dS^T into the dim-major dq
+// ([dim][kTileQ]), dS rounded to bf16 as it is paired (docs/math.md §4.2).
 template <bool kWithTerms = false, class Transform>
 HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, const HeadRows& k,
                                float* scores, float* grads, size_t nq, size_t nk, size_t j0,
-                               size_t columns, bool all_visible, TileWorkspace& ws, float* dq) {
+                               size_t columns, bool all_visible, TileWorkspace& ws, float* dq,
+                               const uint16_t* k_t = nullptr) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   if constexpr (kWithTerms) {
     AccumulateTerms<true>(tr, scores, grads, nk, columns, all_visible, ws);
@@ -208,6 +229,14 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
       }
     });
   }
+  if (k_t != nullptr) {
+    const size_t depth = hwy::RoundUpTo(nk, 32);
+    uint16_t* pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
+    native::AmxBf16WeightPairs(grads, nk, nq, kTileQ, depth, pairs);
+    native::AmxBf16MatMul(k_t + j0, p.bwd.amx.kv_pad, dim, pairs, 2 * kTileQ, nq, depth, true, dq,
+                          kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+    return;
+  }
   RoundBackwardBlock(p.bwd, grads, nk, kTileQ, nq);  // the block of (i0, j0), §4.2
   const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
   MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
@@ -228,8 +257,22 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
     const HeadRows k = RowsOf(OrCall(p.bwd.k, args.k), b, h / p.group());  // dQ = dS K's
-    float* dq = ws.acc_a.get();
+    float* dq = ws.acc_a.get();  // dim-major [dim][kTileQ] on AMX tiles
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
+    const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
+    const uint16_t* k_t =
+        amx ? p.bwd.amx.k_t + (b * p.kv_heads + h / p.group()) * dim * p.bwd.amx.kv_pad : nullptr;
+    std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
+    if (amx) tiles.emplace();
+    const auto store_dq = [&] {
+      if (amx) {
+        StoreTransposed(dq, nq, dim, kTileQ, p.scale, RowOf(args.dq, b, h, i0),
+                        size_t(args.dq.strides.token));
+      } else {
+        StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
+                  size_t(args.dq.strides.token));
+      }
+    };
     const size_t row0 = (b * p.heads + h) * p.q_len + i0;
     StageRowParams<Transform>(params, row0, nq, ws);
     if constexpr (Transform::kSparseWeights) {
@@ -259,7 +302,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     } else {
       const auto dense_tile = [&](float* scores, float* grads, size_t nk, size_t j0,
                                   size_t columns, bool all_visible) HWY_ATTR {
-        DenseQueryTile(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible, ws, dq);
+        DenseQueryTile(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible, ws, dq, k_t);
       };
       if constexpr (Transform::kHasRowTerms) {
         if (corrections != nullptr) {
@@ -276,7 +319,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
                              bool all_visible) HWY_ATTR {
             if (!waits) {
               DenseQueryTile<true>(p, tr, k, scores, grads, nq, nk, j0, columns, all_visible, ws,
-                                   dq);
+                                   dq, k_t);
               return;
             }
             AccumulateTerms(tr, scores, grads, nk, columns, all_visible, ws);
@@ -303,15 +346,13 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
               QuerySideSweep(p, args, b, h, i0, nq, ws, dense_tile);
             }
           }
-          StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
-                    size_t(args.dq.strides.token));
+          store_dq();
           return;
         }
       }
       QuerySideSweep(p, args, b, h, i0, nq, ws, dense_tile);
     }
-    StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, i0),
-              size_t(args.dq.strides.token));
+    store_dq();
   });
 }
 

@@ -521,6 +521,15 @@ HWY_INLINE void StoreColumns(const float* HWY_RESTRICT out_t, size_t n, size_t d
   }
 }
 
+// out[i * out_stride + c] = factor * t[c * t_stride + i] for i < n, c < dim: a dim-major
+// accumulator of tile products stored as rows.
+HWY_INLINE void StoreTransposed(const float* HWY_RESTRICT t, size_t n, size_t dim,
+                                size_t t_stride, float factor, float* out, size_t out_stride) {
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t c = 0; c < dim; ++c) out[i * out_stride + c] = factor * t[c * t_stride + i];
+  }
+}
+
 HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t dim,
                            size_t padded_dim, float* HWY_RESTRICT scratch) {
   if (src.coded()) {

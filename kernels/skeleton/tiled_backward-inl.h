@@ -14,10 +14,12 @@
 #include <stdint.h>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "kernels/native/amx_products.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/backward_query_side-inl.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
@@ -48,15 +50,60 @@ HWY_INLINE KeySide BeginKeySide(const AttentionProblem& p, const HeadRows& k, co
   return side;
 }
 
-// Stores the dK (times the scale) and dV rows of the keys [j0, j0 + nk).
+// Stores the dK (times the scale) and dV rows of the keys [j0, j0 + nk), from row-major
+// accumulators, or dim-major ones ([dim][kTileK]) on AMX tiles.
 HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& args, size_t b,
                               size_t kv_head, size_t j0, size_t nk, const float* dk,
                               const float* dv) {
+  if (p.bwd.amx.on) {
+    StoreTransposed(dk, nk, p.dim, kTileK, p.scale, RowOf(args.dk, b, kv_head, j0),
+                    size_t(args.dk.strides.token));
+    StoreTransposed(dv, nk, p.dim, kTileK, 1.0f, RowOf(args.dv, b, kv_head, j0),
+                    size_t(args.dv.strides.token));
+    return;
+  }
   const size_t padded_dim = PaddedDim(p.dim);
   StoreRows(dk, nk, p.dim, padded_dim, nullptr, p.scale, RowOf(args.dk, b, kv_head, j0),
             size_t(args.dk.strides.token));
   StoreRows(dv, nk, p.dim, padded_dim, nullptr, 1.0f, RowOf(args.dv, b, kv_head, j0),
             size_t(args.dv.strides.token));
+}
+
+// docs/math.md §4.2's bf16 products of one (query tile, key tile) of the key side on AMX tiles
+// (AmxBackward): S (with amx.scores) and dP, query-major in `weights` and `grads`...
+HWY_INLINE void AmxKeyTileProducts(const AttentionProblem& p, size_t q_slice, size_t kv_slice,
+                                   size_t i0, size_t nq, size_t j0, size_t nk, float* weights,
+                                   float* grads, TileWorkspace& ws) {
+  const AmxBackward& amx = p.bwd.amx;
+  const size_t dim = p.dim;
+  uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
+  if (amx.scores) {
+    native::AmxBf16ScoreTile(amx.q_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
+                             amx.k_pairs + kv_slice * dim * amx.kv_pad + 2 * j0, amx.kv_pad, nk,
+                             dim, p.scale, weights, kTileK, tail);
+  }
+  native::AmxBf16MatMul(amx.dp_d_o_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
+                        amx.dp_v_pairs + kv_slice * dim * amx.kv_pad + 2 * j0, 2 * amx.kv_pad,
+                        nk, dim, false, grads, kTileK, tail);
+}
+// ... and, after the transform, dV^T += dO^T P and dK^T += Q^T dS into the dim-major
+// accumulators dv_t and dk_t ([dim][kTileK]), P and dS rounded to bf16 as they are paired.
+HWY_INLINE void AmxKeyTileGradients(const AttentionProblem& p, size_t q_slice, size_t i0,
+                                    size_t nq, size_t nk, const float* weights,
+                                    const float* grads, float* dk_t, float* dv_t,
+                                    TileWorkspace& ws) {
+  const AmxBackward& amx = p.bwd.amx;
+  const size_t depth = hwy::RoundUpTo(nq, 32);
+  uint16_t* p_pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
+  uint16_t* ds_pairs = p_pairs + kTileQ * kTileK;
+  uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
+  native::AmxBf16WeightPairs(weights, nq, nk, kTileK, depth, p_pairs);
+  native::AmxBf16WeightPairs(grads, nq, nk, kTileK, depth, ds_pairs);
+  const size_t at = q_slice * p.dim * amx.q_pad + i0;
+  native::AmxBf16MatMul(amx.d_o_t + at, amx.q_pad, p.dim, p_pairs, 2 * kTileK, nk, depth, true,
+                        dv_t, kTileK, tail);
+  native::AmxBf16MatMul(amx.q_t + at, amx.q_pad, p.dim, ds_pairs, 2 * kTileK, nk, depth, true,
+                        dk_t, kTileK, tail);
 }
 
 // Key side: dK and dV of one key tile, summed over the query heads of its GQA group and all
@@ -73,6 +120,9 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
     const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(ops.dp_v, b, kv_head);
     const auto [k_panel, v_panel, weights, grads, dk, dv] =
         BeginKeySide(p, k, v, j0, nk, kTileK, ws);
+    const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
+    std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
+    if (amx) tiles.emplace();
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
@@ -94,16 +144,24 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
             continue;
           }
         }
-        MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
-                      kTileK, dim);
+        if (amx) {
+          AmxKeyTileProducts(p, b * p.heads + h, b * p.kv_heads + kv_head, i0, nq, j0, nk,
+                             weights, grads, ws);
+        }
+        if (!amx || !p.bwd.amx.scores) {
+          MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
+                        kTileK, dim);
+        }
         if constexpr (Transform::kSparseWeights) {
           if (!SparseKeyTile(p, tr, q, d_o, RowsOf(args.v, b, kv_head), head_params, i0, nq, j0,
                              nk, ws, dk, dv)) {
             continue;  // nothing survived, or the survivors are done
           }
         } else {
-          MatMul<false>({dp_d_o.row(i0), dp_d_o.token_stride, 1}, {v_panel, kTileK},
-                        {grads, kTileK}, nq, kTileK, dim);
+          if (!amx) {
+            MatMul<false>({dp_d_o.row(i0), dp_d_o.token_stride, 1}, {v_panel, kTileK},
+                          {grads, kTileK}, nq, kTileK, dim);
+          }
           // Rows are queries here: per-row parameters are broadcast, keys run along vectors.
           WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {
             for (size_t i = 0; i < nq; ++i) {
@@ -113,6 +171,10 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
                               head_params + (i0 + i) * Transform::kRowParams);
             }
           });
+          if (amx) {
+            AmxKeyTileGradients(p, b * p.heads + h, i0, nq, nk, weights, grads, dk, dv, ws);
+            continue;
+          }
           RoundBackwardBlock(p.bwd, weights, nq, kTileK, nk);  // the block of (i0, j0)
           RoundBackwardBlock(p.bwd, grads, nq, kTileK, nk);
         }
@@ -241,7 +303,9 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
     if (tr.NeedsRowTerms()) {
       corrections.assign(2 * rows, 0.0f);
       // Long sequences sum the terms inside the query side (TiledBackwardQueries).
-      if (FitsOneTile(p)) RowTermsPass(p, args, tr, params.data(), corrections.data());
+      if (FitsOneTile(p) && !p.bwd.amx.on) {
+        RowTermsPass(p, args, tr, params.data(), corrections.data());
+      }
     }
   }
   // Sparse transforms take the two passes at every length: their query side gathers the row
@@ -250,7 +314,7 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
     std::vector<QueryTileRecord> records(p.batch * p.heads * hwy::DivCeil(p.q_len, kTileQ));
     TiledBackwardQueries(p, args, tr, params.data(), records.data());
     TiledBackwardKeys(p, args, tr, params.data(), records.data());
-  } else if (FitsOneTile(p)) {
+  } else if (FitsOneTile(p) && !p.bwd.amx.on) {  // the AMX tiles take the two passes
     WholeHeadBackward(p, args, tr, params.data());
   } else {
     TiledBackwardQueries(p, args, tr, params.data(), nullptr,

@@ -134,6 +134,30 @@ inline double ScaledMaxError(const std::vector<double>& kernel, const std::vecto
   }
   return err / (1.0 + scale);
 }
+// Rows (dim values each) whose error over 1 + max |want| exceeds 2e-5, and the largest such
+// error: where rounding to a low-precision format may flip a few entries (docs/math.md §4.2),
+// most rows must still match tightly.
+struct RowMismatch {
+  size_t bad = 0;
+  double worst = 0.0;
+};
+inline RowMismatch CompareGradientRows(const std::vector<double>& got,
+                                       const std::vector<double>& want, size_t dim) {
+  double scale = 0.0;
+  for (double x : want) scale = std::max(scale, std::abs(x));
+  RowMismatch m;
+  for (size_t r = 0; r < want.size() / dim; ++r) {
+    double err = 0.0;
+    for (size_t c = 0; c < dim; ++c) {
+      const double e = std::abs(got[r * dim + c] - want[r * dim + c]);
+      err = std::isnan(e) ? INFINITY : std::max(err, e);
+    }
+    err /= 1.0 + scale;
+    m.bad += err > 2e-5 ? 1 : 0;
+    m.worst = std::max(m.worst, err);
+  }
+  return m;
+}
 inline std::vector<double> ToDouble(const std::vector<float>& x) {
   return std::vector<double>(x.begin(), x.end());
 }

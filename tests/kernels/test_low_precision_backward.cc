@@ -52,28 +52,6 @@ TEST(LowPrecisionBackwardOptions, ParseFormatAndDefaultTheDpProduct) {
 // moves one dQ and one dK row (or one dV row) by one step of the format. So every row must
 // match within 2e-5 (over 1 + max |ref|) but 2% + 2 of them, which stay within `flip` (a few
 // steps), and the rounding must move the gradients by more than ten times the row tolerance.
-struct RowMismatch {
-  size_t bad = 0;
-  double worst = 0.0;
-};
-RowMismatch CompareRows(const std::vector<double>& got, const std::vector<double>& want,
-                        size_t dim) {
-  double scale = 0.0;
-  for (double x : want) scale = std::max(scale, std::abs(x));
-  RowMismatch m;
-  for (size_t r = 0; r < want.size() / dim; ++r) {
-    double err = 0.0;
-    for (size_t c = 0; c < dim; ++c) {
-      const double e = std::abs(got[r * dim + c] - want[r * dim + c]);
-      err = std::isnan(e) ? INFINITY : std::max(err, e);
-    }
-    err /= 1.0 + scale;
-    m.bad += err > 2e-5 ? 1 : 0;
-    m.worst = std::max(m.worst, err);
-  }
-  return m;
-}
-
 void ExpectMatchesReference(AttentionCase c, const std::string& precision, double flip) {
   const ReferenceGradients fp32 = c.ReferenceBackward();
   c.options.precision = ParsePrecision(precision);
@@ -91,9 +69,9 @@ void ExpectMatchesReference(AttentionCase c, const std::string& precision, doubl
       const char* name;
       RowMismatch m;
       size_t rows;
-    } results[] = {{"dQ", CompareRows(out.dq.Dense(), grads.dq, dim), grads.dq.size() / dim},
-                   {"dK", CompareRows(out.dk.Dense(), grads.dk, dim), grads.dk.size() / dim},
-                   {"dV", CompareRows(out.dv.Dense(), grads.dv, dim), grads.dv.size() / dim}};
+    } results[] = {{"dQ", CompareGradientRows(out.dq.Dense(), grads.dq, dim), grads.dq.size() / dim},
+                   {"dK", CompareGradientRows(out.dk.Dense(), grads.dk, dim), grads.dk.size() / dim},
+                   {"dV", CompareGradientRows(out.dv.Dense(), grads.dv, dim), grads.dv.size() / dim}};
     for (const auto& r : results) {
       EXPECT_LE(r.m.bad, r.rows / 50 + 2) << r.name << " worst " << r.m.worst;
       EXPECT_LE(r.m.worst, flip) << r.name;

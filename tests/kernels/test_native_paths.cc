@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -305,6 +306,90 @@ TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
     // Nearest may round a score within float rounding of a half-node the other way.
     EXPECT_LE(ScaledMaxError(amx, highway), std::string(kint).find("nearest") != std::string::npos ? 0.5 : 1e-5)
         << kint;
+  }
+}
+
+// docs/math.md §4.2's bf16 backward on AMX tiles against the same backward on the register
+// tiles (the products' operands and P and dS are the same bf16 values, only the order of the
+// fp32 additions differs) and against the reference: every product on tiles with qk = bf16,
+// S on the register tiles without it; GQA, sinks, causal, head dimensions 32 to 256, lengths
+// with partial tiles and short ones (which leave the whole-head pass for the two passes).
+TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
+  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
+  struct Case {
+    AttentionShape shape;
+    bool causal;
+    SinkMode sink;
+    const char* precision;
+  };
+  const Case cases[] = {
+      {{1, 2, 2, 200, 230, 64}, true, SinkMode::kNone, "bwd=bf16"},
+      {{2, 4, 2, 130, 97, 32}, false, SinkMode::kLearned, "qk=bf16,pv=bf16,p=bf16,bwd=bf16"},
+      {{1, 2, 1, 60, 70, 128}, true, SinkMode::kNone, "qk=bf16,pv=bf16,bwd=bf16"},
+      {{1, 1, 1, 97, 49, 256}, true, SinkMode::kOffByOne, "qk=bf16,bwd=bf16"},
+  };
+  for (const Case& k : cases) {
+    AttentionCase c(k.shape, k.causal, k.sink, Layout::kBTHD, 13);
+    c.options.precision = ParsePrecision(k.precision);
+    const std::string what = std::string(k.precision) + " D " + std::to_string(k.shape.head_dim) +
+                             " T " + std::to_string(k.shape.q_len) + "x" +
+                             std::to_string(k.shape.kv_len);
+    ASSERT_TRUE(SelectNativePaths(""));
+    const KernelOutputs amx = c.Run();
+    ASSERT_TRUE(SelectNativePaths("none"));
+    const KernelOutputs highway = c.Run();
+    ASSERT_TRUE(SelectNativePaths(""));
+    EXPECT_NE(amx.dq.storage, highway.dq.storage) << what << ": the tiles did not run";
+    // The scores' fp32 sums differ in order, so an entry of P or dS within rounding of a bf16
+    // midpoint may round the other way: a few rows may move by a bf16 step.
+    const size_t dim = size_t(k.shape.head_dim);
+    for (const auto& [name, got, want] :
+         {std::tuple{"dQ", amx.dq.Dense(), highway.dq.Dense()},
+          std::tuple{"dK", amx.dk.Dense(), highway.dk.Dense()},
+          std::tuple{"dV", amx.dv.Dense(), highway.dv.Dense()}}) {
+      const RowMismatch m = CompareGradientRows(got, want, dim);
+      EXPECT_LE(m.bad, want.size() / dim / 50 + 2) << what << " " << name << " worst " << m.worst;
+      EXPECT_LE(m.worst, 4e-3) << what << " " << name;
+    }
+    EXPECT_LE(ScaledMaxError(ToDouble(amx.d_sink), ToDouble(highway.d_sink)), 1e-5) << what;
+    const ReferenceGradients ref = c.ReferenceBackward();
+    EXPECT_LE(ScaledMaxError(amx.dq.Dense(), ref.dq), 4e-3) << what;
+    EXPECT_LE(ScaledMaxError(amx.dk.Dense(), ref.dk), 4e-3) << what;
+    EXPECT_LE(ScaledMaxError(amx.dv.Dense(), ref.dv), 4e-3) << what;
+  }
+  // K-interval: its terms (fused into the query side) and extrema corrections, on tiles.
+  for (const char* kint : {"K=4", "K=8,ste=prob"}) {
+    const AttentionShape shape{1, 2, 1, 150, 200, 64};
+    AttentionCase c(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
+    c.options.precision = ParsePrecision("qk=bf16,bwd=bf16");
+    const KIntervalOptions options = ParseKInterval(kint);
+    const auto run = [&] {
+      const size_t rows = 2 * 150;
+      OwnedTensor o(1, 2, 150, 64, Layout::kBHTD), dq(1, 2, 150, 64, Layout::kBHTD);
+      OwnedTensor dk(1, 1, 200, 64, Layout::kBHTD), dv(1, 1, 200, 64, Layout::kBHTD);
+      std::vector<float> m(rows), r(rows), z(rows), lse(rows);
+      std::vector<int32_t> argmax(rows), argmin(rows);
+      const KIntervalSaved saved{m.data(), r.data(), z.data(), lse.data(), argmax.data(),
+                                 argmin.data()};
+      KIntervalForward(shape, c.options, options,
+                       {c.q.cview(), c.k.cview(), c.v.cview(), o.view(), saved});
+      KIntervalBackward(shape, c.options, options,
+                        {c.q.cview(), c.k.cview(), c.v.cview(), o.cview(), c.d_o.cview(), saved,
+                         dq.view(), dk.view(), dv.view()});
+      std::vector<double> all = dq.Dense();
+      for (const OwnedTensor* t : {&dk, &dv}) {
+        const std::vector<double> more = t->Dense();
+        all.insert(all.end(), more.begin(), more.end());
+      }
+      return all;
+    };
+    ASSERT_TRUE(SelectNativePaths(""));
+    const std::vector<double> amx = run();
+    ASSERT_TRUE(SelectNativePaths("none"));
+    const std::vector<double> highway = run();
+    ASSERT_TRUE(SelectNativePaths(""));
+    EXPECT_NE(amx, highway) << kint << ": the tiles did not run";
+    EXPECT_LE(ScaledMaxError(amx, highway), 4e-3) << kint;
   }
 }
 

@@ -512,6 +512,12 @@ TEST(SweepPlans, LowPrecisionPlanIsExactAtEachPrecision) {
       return f == quant::Format::kFp32 || a.arm.find("qk=" + name) != std::string::npos;
     })) << name;
   }
+  // Each low-precision backward format has a row (docs/math.md §4.2).
+  for (const char* bwd : {"bwd=bf16", "bwd=fp16", "bwd=int8"}) {
+    EXPECT_TRUE(std::any_of(plan.arms.begin(), plan.arms.end(), [&](const PlannedArm& a) {
+      return a.arm.find(bwd) != std::string::npos;
+    })) << bwd;
+  }
   ASSERT_EQ(plan.swaps.size(), 2u);
   for (const EvalSwap& swap : plan.swaps) {
     EXPECT_NO_THROW(CheckSwappable(swap.trained, swap.with, PresetConfig("small").model));
