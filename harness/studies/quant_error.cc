@@ -112,6 +112,14 @@ std::vector<std::string> QuantErrorPrecisions() {
   for (const char* p : {"p=bf16", "p=fp8e4m3", "p=int8", "qk=int8,pv=int8,gran=token,p=int8"}) {
     list.push_back(p);
   }
+  // Both forward products on a native path (AMX tiles where the CPU has them, docs/math.md
+  // §4.1), and the low-precision backward (§4.2) alone and on top of low-precision operands.
+  for (const char* p : {"qk=bf16,pv=bf16,p=bf16", "qk=int8,pv=int8,p=int8,gran=tensor",
+                        "bwd=bf16", "bwd=fp16", "bwd=int8", "bwd=int8,bwd_dp=int8",
+                        "qk=bf16,pv=bf16,p=bf16,bwd=bf16",
+                        "qk=int8,pv=int8,gran=token,p=int8,bwd=int8"}) {
+    list.push_back(p);
+  }
   return list;
 }
 

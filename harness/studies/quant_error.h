@@ -1,5 +1,6 @@
 // What low-precision operands cost exact attention in accuracy (issue 6): for each format and
-// granularity, the error of O, dQ, dK and dV of the kernels (simulation path) against the fp64
+// granularity, the error of O, dQ, dK and dV of the kernels (their native paths where the
+// precision has one) against the fp64
 // reference with unquantized operands, on Gaussian inputs and on inputs with a few outlier
 // channels, as language-model activations have. The command `lpattn quant-error`.
 #ifndef LPATTN_HARNESS_STUDIES_QUANT_ERROR_H_
@@ -41,7 +42,8 @@ struct QuantErrorRow {
 
 // The precisions measured: fp32; each cast format, with and without K smoothing; each scaled
 // format at every granularity, and with K smoothing at token and channel granularity; and P
-// quantization (bf16, fp8 e4m3, int8) alone and with int8 operands.
+// quantization (bf16, fp8 e4m3, int8) alone and with int8 operands; both forward products
+// native in bf16 and int8; and the low-precision backward (bwd=) alone and with them.
 std::vector<std::string> QuantErrorPrecisions();
 
 // Every precision on both kinds of input. Throws std::invalid_argument on bad sizes.

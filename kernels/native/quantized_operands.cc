@@ -2,6 +2,7 @@
 #include "kernels/native/quantized_operands.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -280,7 +281,7 @@ size_t QuantizedOperands::BytesHeld() const {
   add(int_keys_);
   add(int_values_);
   add(int8_rows_);
-  return bytes;
+  return bytes + bwd_code_count_ * sizeof(uint16_t);
 }
 
 ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
@@ -306,94 +307,100 @@ ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
   return Quantize(v, precision_.ValueSpec(), shape_.kv_heads, shape_.kv_len, name);
 }
 
-namespace {
-bool AllFinite(ConstTensor t, int64_t batch, int64_t heads, int64_t tokens, int64_t dim) {
-  for (int64_t b = 0; b < batch; ++b) {
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t j = 0; j < tokens; ++j) {
-        const float* row = t.data + b * t.strides.batch + h * t.strides.head + j * t.strides.token;
-        for (int64_t c = 0; c < dim; ++c) {
-          if (!std::isfinite(row[c])) return false;
-        }
-      }
-    }
-  }
-  return true;
+bool QuantizedOperands::AmxBackwardApplies() const {
+  const Precision& p = precision_;
+  return p.path == ComputePath::kNative && p.bwd == quant::Format::kBf16 &&
+         p.BackwardDpFormat() == quant::Format::kBf16 &&
+         native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
+         native::NativePathEnabled(native::NativePath::kAmxBf16) &&
+         native::NativePathEnabled(native::NativePath::kAvx512Bf16);
 }
+
+namespace {
+// A bf16 value's code is the upper half of its fp32 bits; its exponent field is all ones for
+// inf and NaN.
+inline uint32_t Bits(const float* x) {
+  uint32_t bits;
+  std::memcpy(&bits, x, 4);
+  return bits;
+}
+constexpr uint32_t kExponent = 0x7F800000u;
 }  // namespace
 
-bool QuantizedOperands::AmxBackwardApplies(const BackwardArgs& args,
-                                           const BackwardRounding& r) const {
-  const Precision& p = precision_;
-  if (p.path != ComputePath::kNative || p.bwd != quant::Format::kBf16 ||
-      p.BackwardDpFormat() != quant::Format::kBf16 ||
-      !native::AmxBf16TakesDim(size_t(shape_.head_dim)) ||
-      !native::NativePathEnabled(native::NativePath::kAmxBf16) ||
-      !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
-    return false;
-  }
-  // A tile multiplies padding and masked entries by zero weights: inf or NaN must not be there.
-  const int64_t b = shape_.batch, d = shape_.head_dim;
-  return AllFinite(r.q, b, shape_.heads, shape_.q_len, d) &&
-         AllFinite(r.k, b, shape_.kv_heads, shape_.kv_len, d) &&
-         AllFinite(r.d_o, b, shape_.heads, shape_.q_len, d) &&
-         AllFinite(r.dp_v, b, shape_.kv_heads, shape_.kv_len, d) &&
-         (r.dp_d_o.data == r.d_o.data || AllFinite(r.dp_d_o, b, shape_.heads, shape_.q_len, d)) &&
-         AllFinite(args.q, b, shape_.heads, shape_.q_len, d) &&
-         AllFinite(args.k, b, shape_.kv_heads, shape_.kv_len, d);
-}
-
 const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64_t tokens,
-                                             size_t t_pad, Bf16Layout layout) {
+                                             size_t t_pad, Bf16Layout layout, bool& finite) {
   const size_t dim = size_t(shape_.head_dim), n = size_t(tokens);
   const size_t slices = size_t(shape_.batch * heads);
   const size_t per_slice = layout == Bf16Layout::kRows ? n * dim : dim * t_pad;
-  std::vector<uint16_t>& codes = codes_.emplace_back(slices * per_slice, uint16_t(0));
+  uint16_t* codes = bwd_codes_.emplace_back(hwy::AllocateAligned<uint16_t>(slices * per_slice)).get();
+  bwd_code_count_ += slices * per_slice;
+  std::atomic<bool> all_finite{true};
   tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
     const size_t b = slice / size_t(heads), h = slice % size_t(heads);
-    uint16_t* out = codes.data() + slice * per_slice;
-    for (size_t j = 0; j < n; ++j) {
-      const float* row = t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head) +
-                         j * size_t(t.strides.token);
-      for (size_t c = 0; c < dim; ++c) {
-        uint32_t bits;
-        std::memcpy(&bits, row + c, 4);
-        const uint16_t code = uint16_t(bits >> 16);  // exact: row holds bf16 values
-        switch (layout) {
-          case Bf16Layout::kRows: out[j * dim + c] = code; break;
-          case Bf16Layout::kTransposed: out[c * t_pad + j] = code; break;
-          case Bf16Layout::kChannelPairs: out[(c / 2) * 2 * t_pad + 2 * j + c % 2] = code; break;
+    const float* base = t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head);
+    const size_t stride = size_t(t.strides.token);
+    uint16_t* out = codes + slice * per_slice;
+    uint32_t special = 0;  // the OR of every exponent field that is all ones
+    if (layout == Bf16Layout::kRows) {
+      for (size_t j = 0; j < n; ++j) {
+        const float* row = base + j * stride;
+        for (size_t c = 0; c < dim; ++c) {
+          const uint32_t bits = Bits(row + c);
+          special |= (bits & kExponent) == kExponent;
+          out[j * dim + c] = uint16_t(bits >> 16);
+        }
+      }
+    } else {
+      // Blocks of 32 tokens: their rows stay in L1 while each channel's codes are written.
+      const bool pairs = layout == Bf16Layout::kChannelPairs;
+      for (size_t j0 = 0; j0 < t_pad; j0 += 32) {
+        const size_t j1 = std::min(j0 + 32, t_pad);
+        for (size_t c = 0; c < dim; ++c) {
+          uint16_t* dst = pairs ? out + (c / 2) * 2 * t_pad + c % 2 : out + c * t_pad;
+          const size_t step = pairs ? 2 : 1;
+          for (size_t j = j0; j < j1; ++j) {
+            uint32_t bits = 0;  // zero past the last token
+            if (j < n) bits = Bits(base + j * stride + c);
+            special |= (bits & kExponent) == kExponent;
+            dst[j * step] = uint16_t(bits >> 16);
+          }
         }
       }
     }
+    if (special != 0) all_finite = false;
   });
-  return codes.data();
+  finite = finite && all_finite;
+  return codes;
 }
 
 void QuantizedOperands::PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r) {
-  if (!AmxBackwardApplies(args, r)) return;
-  AmxBackward& amx = r.amx;
-  amx.on = true;
+  if (!AmxBackwardApplies()) return;
+  AmxBackward amx;
   // A query tile's products read up to kTileQ tokens from its start, a key tile's up to 64.
   amx.q_pad = (size_t(shape_.q_len) + kTileQ - 1) / kTileQ * kTileQ;
   amx.kv_pad = (size_t(shape_.kv_len) + kTileK - 1) / kTileK * kTileK + 16;
   const int64_t hq = shape_.heads, hk = shape_.kv_heads, tq = shape_.q_len, tk = shape_.kv_len;
   using L = Bf16Layout;
+  // A tile multiplies padding and masked entries by zero weights, so every operand it reads
+  // must be finite: one that is not leaves the backward to the register tiles.
+  bool finite = true;
   // S from the forward's operands: on tiles when they hold bf16 values (qk = bf16, no smoothing).
   amx.scores = precision_.qk == quant::Format::kBf16 && !precision_.smooth_k;
   if (amx.scores) {
-    amx.q_rows = Bf16Codes(args.q, hq, tq, 0, L::kRows);
-    amx.q_pairs = Bf16Codes(args.q, hq, tq, amx.q_pad, L::kChannelPairs);
-    amx.k_rows = Bf16Codes(args.k, hk, tk, 0, L::kRows);
-    amx.k_pairs = Bf16Codes(args.k, hk, tk, amx.kv_pad, L::kChannelPairs);
+    amx.q_rows = Bf16Codes(args.q, hq, tq, 0, L::kRows, finite);
+    amx.q_pairs = Bf16Codes(args.q, hq, tq, amx.q_pad, L::kChannelPairs, finite);
+    amx.k_rows = Bf16Codes(args.k, hk, tk, 0, L::kRows, finite);
+    amx.k_pairs = Bf16Codes(args.k, hk, tk, amx.kv_pad, L::kChannelPairs, finite);
   }
-  amx.dp_d_o_rows = Bf16Codes(r.dp_d_o, hq, tq, 0, L::kRows);
-  amx.dp_d_o_pairs = Bf16Codes(r.dp_d_o, hq, tq, amx.q_pad, L::kChannelPairs);
-  amx.dp_v_rows = Bf16Codes(r.dp_v, hk, tk, 0, L::kRows);
-  amx.dp_v_pairs = Bf16Codes(r.dp_v, hk, tk, amx.kv_pad, L::kChannelPairs);
-  amx.q_t = Bf16Codes(r.q, hq, tq, amx.q_pad, L::kTransposed);
-  amx.k_t = Bf16Codes(r.k, hk, tk, amx.kv_pad, L::kTransposed);
-  amx.d_o_t = Bf16Codes(r.d_o, hq, tq, amx.q_pad, L::kTransposed);
+  amx.dp_d_o_rows = Bf16Codes(r.dp_d_o, hq, tq, 0, L::kRows, finite);
+  amx.dp_d_o_pairs = Bf16Codes(r.dp_d_o, hq, tq, amx.q_pad, L::kChannelPairs, finite);
+  amx.dp_v_rows = Bf16Codes(r.dp_v, hk, tk, 0, L::kRows, finite);
+  amx.dp_v_pairs = Bf16Codes(r.dp_v, hk, tk, amx.kv_pad, L::kChannelPairs, finite);
+  amx.q_t = Bf16Codes(r.q, hq, tq, amx.q_pad, L::kTransposed, finite);
+  amx.k_t = Bf16Codes(r.k, hk, tk, amx.kv_pad, L::kTransposed, finite);
+  amx.d_o_t = Bf16Codes(r.d_o, hq, tq, amx.q_pad, L::kTransposed, finite);
+  amx.on = finite;
+  if (finite) r.amx = amx;
 }
 
 void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProblem& problem) {

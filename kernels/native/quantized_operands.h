@@ -13,6 +13,7 @@
 #include <deque>
 #include <vector>
 
+#include "hwy/aligned_allocator.h"
 #include "kernels/attention.h"
 #include "kernels/skeleton/attention_problem.h"
 
@@ -91,12 +92,13 @@ class QuantizedOperands {
   AmxPv EncodeTransposedValues(ConstTensor v);
   std::vector<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                                  int64_t tokens, const char* what, std::vector<float>& scales);
-  // §4.2's bf16 backward on AMX tiles: whether it applies, and each operand's tile layouts
-  // (AmxBackward) from its rounded copy, whose bf16 codes are the upper halves of its bits.
-  bool AmxBackwardApplies(const BackwardArgs& args, const BackwardRounding& r) const;
+  // §4.2's bf16 backward on AMX tiles: whether the options and the CPU allow it, and each
+  // operand's tile layouts (AmxBackward) from its rounded copy, whose bf16 codes are the upper
+  // halves of its bits (finite turns false if an element is inf or NaN).
+  bool AmxBackwardApplies() const;
   enum class Bf16Layout { kRows, kTransposed, kChannelPairs };
   const uint16_t* Bf16Codes(ConstTensor t, int64_t heads, int64_t tokens, size_t t_pad,
-                            Bf16Layout layout);
+                            Bf16Layout layout, bool& finite);
   void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
   AttentionShape shape_;
   Precision precision_;
@@ -106,6 +108,8 @@ class QuantizedOperands {
   std::deque<std::vector<int32_t>> int_keys_;
   std::deque<std::vector<int16_t>> int_values_;
   std::deque<std::vector<uint8_t>> int8_rows_;
+  std::deque<hwy::AlignedFreeUniquePtr<uint16_t[]>> bwd_codes_;  // written in full: no zeroing
+  size_t bwd_code_count_ = 0;
 };
 
 }  // namespace lpattn

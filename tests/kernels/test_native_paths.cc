@@ -357,6 +357,24 @@ TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
     EXPECT_LE(ScaledMaxError(amx.dk.Dense(), ref.dk), 4e-3) << what;
     EXPECT_LE(ScaledMaxError(amx.dv.Dense(), ref.dv), 4e-3) << what;
   }
+  // An inf in dO (bf16 keeps it) takes the register tiles, which give the same bits as with
+  // the tiles turned off.
+  {
+    AttentionCase c({1, 2, 1, 100, 100, 64}, true, SinkMode::kNone, Layout::kBHTD, 3);
+    c.options.precision = ParsePrecision("qk=bf16,bwd=bf16");
+    c.d_o.storage[70] = INFINITY;
+    ASSERT_TRUE(SelectNativePaths(""));
+    const KernelOutputs amx = c.Run();
+    ASSERT_TRUE(SelectNativePaths("none"));
+    const KernelOutputs highway = c.Run();
+    ASSERT_TRUE(SelectNativePaths(""));
+    const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    };
+    EXPECT_TRUE(same_bits(amx.dq.storage, highway.dq.storage));
+    EXPECT_TRUE(same_bits(amx.dk.storage, highway.dk.storage));
+    EXPECT_TRUE(same_bits(amx.dv.storage, highway.dv.storage));
+  }
   // K-interval: its terms (fused into the query side) and extrema corrections, on tiles.
   for (const char* kint : {"K=4", "K=8,ste=prob"}) {
     const AttentionShape shape{1, 2, 1, 150, 200, 64};

@@ -16,9 +16,10 @@ TEST(QuantError, TableShowsFormatsGranularityAndSmoothing) {
   options.head_dim = 32;
   const std::vector<QuantErrorRow> rows = MeasureQuantError(options);
   ASSERT_EQ(rows.size(), 2 * QuantErrorPrecisions().size());
-  std::map<std::string, double> o_error;
+  std::map<std::string, double> o_error, dq_error;
   for (const QuantErrorRow& r : rows) {
     o_error[r.inputs + " " + r.precision] = r.o.rel_l2;
+    dq_error[r.inputs + " " + r.precision] = r.dq.rel_l2;
     for (const TensorError& e : {r.o, r.dq, r.dk, r.dv}) {
       EXPECT_TRUE(std::isfinite(e.rel_l2)) << r.inputs << " " << r.precision;
       EXPECT_LE(e.cosine, 1.0 + 1e-9);
@@ -49,6 +50,12 @@ TEST(QuantError, TableShowsFormatsGranularityAndSmoothing) {
   // Rounding P to int8 (fixed 1/127 scale) costs O about what int8 operands do; bf16 P less.
   EXPECT_LT(o_error["gaussian p=bf16"], o_error["gaussian p=int8"]);
   EXPECT_GT(o_error["gaussian p=int8"], 1e-4);
+
+  // The low-precision backward (docs/math.md §4.2) leaves O alone and costs dQ by resolution.
+  EXPECT_EQ(o_error["gaussian bwd=int8"], o_error["gaussian "]);
+  EXPECT_LT(dq_error["gaussian bwd=fp16"], dq_error["gaussian bwd=bf16"]);
+  EXPECT_LT(dq_error["gaussian bwd=bf16"], dq_error["gaussian bwd=int8"]);
+  EXPECT_GT(dq_error["gaussian bwd=bf16"], 10 * dq_error["gaussian "]);
 
   const std::string table = FormatQuantErrorTable(rows);
   EXPECT_NE(table.find("Inputs: outliers"), std::string::npos);
