@@ -1,6 +1,8 @@
 // Operand storage for the simulation and native paths (quantized_operands.h).
 #include "kernels/native/quantized_operands.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -317,14 +319,107 @@ bool QuantizedOperands::AmxBackwardApplies() const {
 }
 
 namespace {
-// A bf16 value's code is the upper half of its fp32 bits; its exponent field is all ones for
-// inf and NaN.
-inline uint32_t Bits(const float* x) {
-  uint32_t bits;
-  std::memcpy(&bits, x, 4);
-  return bits;
+// A bf16 value's code is the upper half of its fp32 bits. An exponent field of all ones (inf,
+// NaN) plus its lowest bit carries into bit 31, so OR-ing (bits & kExponent) + kCarry over
+// every element leaves bit 31 set exactly when one was not finite. Only called with AVX-512
+// (the AMX backward's condition), which the loops are vectorised for.
+constexpr uint32_t kExponent = 0x7F800000u, kCarry = 0x00800000u;
+
+__attribute__((target("avx512f,avx512bw"))) uint32_t CodeRows(const float* base, size_t stride,
+                                                             size_t n, size_t dim,
+                                                             uint16_t* out) {
+  uint32_t special = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const float* row = base + j * stride;
+    uint16_t* o = out + j * dim;
+    for (size_t c = 0; c < dim; ++c) {
+      uint32_t bits;
+      std::memcpy(&bits, row + c, 4);
+      special |= (bits & kExponent) + kCarry;
+      o[c] = uint16_t(bits >> 16);
+    }
+  }
+  return special;
 }
-constexpr uint32_t kExponent = 0x7F800000u;
+
+#define LPATTN_AVX512 __attribute__((target("avx512f,avx512bw")))
+
+// r[i] lane k becomes r[k] lane i: a 16 x 16 transpose of 32-bit words.
+LPATTN_AVX512 inline void Transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int h = 0; h < 16; h += 8) {
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_i32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+// Transposed ([dim][t_pad]) or channel pairs ([dim / 2][t_pad][2], one 32-bit word a pair),
+// zero from token n on: blocks of 16 tokens x 16 words (16 channels' bits, or 16 pairs'
+// codes) through one transpose each. dim is a multiple of 32, t_pad of 16.
+LPATTN_AVX512 uint32_t CodeColumns(const float* base, size_t stride, size_t n, size_t dim,
+                                   size_t t_pad, bool pairs, uint16_t* out) {
+  // The upper halves of 32 consecutive floats' bits, in order: 16 pair words.
+  alignas(64) static const uint16_t kHigh[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                 23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  const __m512i high = _mm512_load_si512(kHigh);
+  const __m512i exponent = _mm512_set1_epi32(int(kExponent)), carry = _mm512_set1_epi32(int(kCarry));
+  __m512i special = _mm512_setzero_si512();
+  const size_t words = pairs ? dim / 2 : dim;  // per token
+  __m512i r[16];
+  for (size_t j0 = 0; j0 < t_pad; j0 += 16) {
+    for (size_t w0 = 0; w0 < words; w0 += 16) {
+      for (size_t j = 0; j < 16; ++j) {
+        if (j0 + j >= n) {
+          r[j] = _mm512_setzero_si512();
+          continue;
+        }
+        const float* row = base + (j0 + j) * stride;
+        if (pairs) {
+          const __m512i lo = _mm512_loadu_si512(row + 2 * w0);
+          const __m512i hi = _mm512_loadu_si512(row + 2 * w0 + 16);
+          special = _mm512_or_si512(special, _mm512_add_epi32(_mm512_and_si512(lo, exponent), carry));
+          special = _mm512_or_si512(special, _mm512_add_epi32(_mm512_and_si512(hi, exponent), carry));
+          r[j] = _mm512_permutex2var_epi16(lo, high, hi);
+        } else {
+          r[j] = _mm512_loadu_si512(row + w0);
+          special = _mm512_or_si512(special, _mm512_add_epi32(_mm512_and_si512(r[j], exponent), carry));
+        }
+      }
+      Transpose16(r);  // r[w]: word w0 + w of the 16 tokens
+      for (size_t w = 0; w < 16; ++w) {
+        if (pairs) {
+          _mm512_storeu_si512(out + (w0 + w) * 2 * t_pad + 2 * j0, r[w]);
+        } else {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (w0 + w) * t_pad + j0),
+                              _mm512_cvtepi32_epi16(_mm512_srli_epi32(r[w], 16)));
+        }
+      }
+    }
+  }
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, special);
+  uint32_t all = 0;
+  for (uint32_t x : lanes) all |= x;
+  return all;
+}
+#undef LPATTN_AVX512
 }  // namespace
 
 const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64_t tokens,
@@ -340,34 +435,11 @@ const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64
     const float* base = t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head);
     const size_t stride = size_t(t.strides.token);
     uint16_t* out = codes + slice * per_slice;
-    uint32_t special = 0;  // the OR of every exponent field that is all ones
-    if (layout == Bf16Layout::kRows) {
-      for (size_t j = 0; j < n; ++j) {
-        const float* row = base + j * stride;
-        for (size_t c = 0; c < dim; ++c) {
-          const uint32_t bits = Bits(row + c);
-          special |= (bits & kExponent) == kExponent;
-          out[j * dim + c] = uint16_t(bits >> 16);
-        }
-      }
-    } else {
-      // Blocks of 32 tokens: their rows stay in L1 while each channel's codes are written.
-      const bool pairs = layout == Bf16Layout::kChannelPairs;
-      for (size_t j0 = 0; j0 < t_pad; j0 += 32) {
-        const size_t j1 = std::min(j0 + 32, t_pad);
-        for (size_t c = 0; c < dim; ++c) {
-          uint16_t* dst = pairs ? out + (c / 2) * 2 * t_pad + c % 2 : out + c * t_pad;
-          const size_t step = pairs ? 2 : 1;
-          for (size_t j = j0; j < j1; ++j) {
-            uint32_t bits = 0;  // zero past the last token
-            if (j < n) bits = Bits(base + j * stride + c);
-            special |= (bits & kExponent) == kExponent;
-            dst[j * step] = uint16_t(bits >> 16);
-          }
-        }
-      }
-    }
-    if (special != 0) all_finite = false;
+    const uint32_t special =
+        layout == Bf16Layout::kRows
+            ? CodeRows(base, stride, n, dim, out)
+            : CodeColumns(base, stride, n, dim, t_pad, layout == Bf16Layout::kChannelPairs, out);
+    if ((special & 0x80000000u) != 0) all_finite = false;
   });
   finite = finite && all_finite;
   return codes;
