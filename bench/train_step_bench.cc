@@ -69,13 +69,18 @@ void BM_TrainStep(benchmark::State& state, const std::string& preset, const std:
 
 const bool kRegistered = [] {
   for (const char* preset : {"tiny", "small"}) {
-    const std::string name = std::string("train_step/") + preset + "/arm:exact";
-    benchmark::RegisterBenchmark(name.c_str(), BM_TrainStep, std::string(preset), std::string("exact"))
-        ->ArgName("threads")
-        ->Arg(1)
-        ->Arg(2)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    // exact, and exact with the low-precision backward (docs/math.md §4.2) on small.
+    for (const char* arm : {"exact", "exact+bwd=bf16", "exact+qk=bf16:pv=bf16:p=bf16:bwd=bf16"}) {
+      if (std::string(preset) == "tiny" && std::string(arm) != "exact") continue;
+      const std::string name = std::string("train_step/") + preset + "/arm:" + arm;
+      benchmark::RegisterBenchmark(name.c_str(), BM_TrainStep, std::string(preset),
+                                   std::string(arm))
+          ->ArgName("threads")
+          ->Arg(1)
+          ->Arg(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   return true;
 }();

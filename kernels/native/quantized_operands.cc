@@ -484,16 +484,22 @@ void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProbl
     return spec.format == quant::Format::kFp32 ? ConstTensor{}
                                                : Quantize(t, spec, heads, tokens, name);
   };
+  // A bf16 cast of an operand the forward already cast to bf16 is the operand itself.
+  const auto cast_of = [&](quant::Format forward, const quant::QuantSpec& spec) {
+    return forward == quant::Format::kBf16 && spec.format == quant::Format::kBf16;
+  };
+  const bool q_is_bf16 = cast_of(p.qk, sums), k_is_bf16 = cast_of(p.qk, sums) && !p.smooth_k;
+  const bool v_is_bf16 = cast_of(p.pv, dp);
   const int64_t heads = shape_.heads, kv_heads = shape_.kv_heads;
   BackwardRounding& r = problem.bwd;
-  r.q = copy(args.q, sums, heads, shape_.q_len, "lpattn backward Q");
-  r.k = copy(args.k, sums, kv_heads, shape_.kv_len, "lpattn backward K");
+  r.q = q_is_bf16 ? args.q : copy(args.q, sums, heads, shape_.q_len, "lpattn backward Q");
+  r.k = k_is_bf16 ? args.k : copy(args.k, sums, kv_heads, shape_.kv_len, "lpattn backward K");
   r.d_o = copy(args.d_o, sums, heads, shape_.q_len, "lpattn backward dO");
   // A cast is the same whatever its granularity: dP then shares dV's copy of dO.
   const bool same_cast = dp.format == sums.format && !quant::FormatIsScaled(dp.format) &&
                          !dp.scale_casts;
   r.dp_d_o = same_cast ? r.d_o : copy(args.d_o, dp, heads, shape_.q_len, "lpattn backward dO");
-  r.dp_v = copy(args.v, dp, kv_heads, shape_.kv_len, "lpattn backward V");
+  r.dp_v = v_is_bf16 ? args.v : copy(args.v, dp, kv_heads, shape_.kv_len, "lpattn backward V");
   r.format = p.bwd;
   r.scaled = quant::FormatIsScaled(p.bwd) || sums.scale_casts;
   PrepareAmxBackward(args, r);
