@@ -61,9 +61,20 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
           if (KeyVisible(shape, options, i, j)) z_i += std::exp(scores[j] - m_i);
         }
 
+        // §4: P rounded against the final max m_i, or (bf16, fp16) against the running max
+        // after each block of kBlockKeys keys, then rescaled to m_i as the online softmax does.
+        const bool running = call_options.precision.PAgainstRunningMax();
+        double m_run = tau.has_value() ? *tau : -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;
-          const double p_ij = RoundedWeight(call_options.precision, std::exp(scores[j] - m_i)) / z_i;
+          if (running && j % kBlockKeys == 0) {  // the block's max joins the running max
+            for (int64_t t = j; t < std::min(j + kBlockKeys, shape.kv_len); ++t) {
+              if (KeyVisible(shape, options, i, t)) m_run = std::max(m_run, scores[t]);
+            }
+          }
+          const double against = running ? m_run : m_i;
+          const double p_ij = RoundedWeight(call_options.precision, std::exp(scores[j] - against)) *
+                              std::exp(against - m_i) / z_i;
           const double* v_j = &inputs.v[KvRowOffset(shape, b, kv_h, j)];
           for (int64_t d = 0; d < dim; ++d) o_i[d] += p_ij * v_j[d];
         }

@@ -136,7 +136,7 @@ inline AttentionOptions Fp32Operands(AttentionOptions options) {
 }
 
 // §4.2 the low-precision backward as the kernels round it: the operands of its products
-// (from the simulated inputs), P and dS per block of kBackwardBlockQueries x kBackwardBlockKeys,
+// (from the simulated inputs), P and dS per block of kBlockQueries x kBlockKeys,
 // and dV, dQ and dK of one (batch, head) from them.
 struct BackwardProductOperands {
   std::vector<double> q, k, d_o;     // dK = dS^T Q, dQ = dS K, dV = P^T dO
@@ -161,10 +161,10 @@ inline void RoundBackwardBlocks(const Precision& p, std::vector<double>& ds, int
                             int64_t kv_len) {
   if (p.bwd == quant::Format::kFp32) return;
   const bool scaled = quant::FormatIsScaled(p.bwd) || p.BackwardTokenSumSpec().scale_casts;
-  for (int64_t i0 = 0; i0 < q_len; i0 += kBackwardBlockQueries) {
-    for (int64_t j0 = 0; j0 < kv_len; j0 += kBackwardBlockKeys) {
-      const int64_t i1 = std::min(q_len, i0 + kBackwardBlockQueries);
-      const int64_t j1 = std::min(kv_len, j0 + kBackwardBlockKeys);
+  for (int64_t i0 = 0; i0 < q_len; i0 += kBlockQueries) {
+    for (int64_t j0 = 0; j0 < kv_len; j0 += kBlockKeys) {
+      const int64_t i1 = std::min(q_len, i0 + kBlockQueries);
+      const int64_t j1 = std::min(kv_len, j0 + kBlockKeys);
       const auto each = [&](auto&& f) {
         for (int64_t i = i0; i < i1; ++i) {
           for (int64_t j = j0; j < j1; ++j) f(ds[size_t(i * kv_len + j)]);

@@ -16,7 +16,7 @@ inline constexpr size_t kTileQ = 96;
 inline constexpr size_t kTileK = 48;
 inline constexpr size_t kTileMax = kTileQ > kTileK ? kTileQ : kTileK;
 // The backward's dS blocks (docs/math.md §4.2) are the tiles.
-static_assert(kTileQ == size_t(kBackwardBlockQueries) && kTileK == size_t(kBackwardBlockKeys));
+static_assert(kTileQ == size_t(kBlockQueries) && kTileK == size_t(kBlockKeys));
 
 }  // namespace lpattn
 
