@@ -28,8 +28,7 @@ enum class ComputePath {
 };
 
 // The kernels' tiles, which two roundings follow (aligned at query 0 and key 0 of each head):
-// bf16 and fp16 P is rounded against the row's running max after each block of kBlockKeys keys
-// (§4), and the backward's P and dS take one scale per block of kBlockQueries x kBlockKeys under
+// P is rounded against the row's running max after each block of kBlockKeys keys (§4), and the backward's P and dS take one scale per block of kBlockQueries x kBlockKeys under
 // a scaled format (§4.2).
 inline constexpr int64_t kBlockQueries = 96;
 inline constexpr int64_t kBlockKeys = 48;
@@ -37,11 +36,10 @@ inline constexpr int64_t kBlockKeys = 48;
 struct Precision {
   quant::Format qk = quant::Format::kFp32;  // Q and K
   quant::Format pv = quant::Format::kFp32;  // V
-  // P, the weights fed to the P V product, each at most 1: int8 with the fixed scale 1/127 and
-  // fp8 unscaled, relative to the row's final max (a statistics pass finds it first); bf16 and
-  // fp16 unscaled, relative to the running max of the online softmax after each block of
-  // kBlockKeys keys (their rounding is relative, so nothing is lost, and no statistics pass is
-  // needed); thresholded attention's signed weights unscaled. Z sums the unrounded weights. The backward uses P unrounded, with
+  // P, the weights fed to the P V product, each at most 1: taken relative to the running max of
+  // the online softmax after each block of kBlockKeys keys (no statistics pass is needed), int8
+  // with the fixed scale 1/127, the float formats unscaled; thresholded attention's signed
+  // weights unscaled. Z sums the unrounded weights. The backward uses P unrounded, with
   // Delta = dO . o of the forward's (rounded) o where a transform needs it.
   quant::Format p = quant::Format::kFp32;
   // Scales of Q, K and V: per tensor, token, block of `block` tokens, or channel (K and V;
@@ -71,10 +69,6 @@ struct Precision {
   }
   // The scale P is quantized with: 1/127 for int8, 1 for the float formats.
   float PScale() const { return quant::UnitScale(p); }
-  // Whether P is rounded against the running max (bf16, fp16) rather than the final one.
-  bool PAgainstRunningMax() const {
-    return p == quant::Format::kBf16 || p == quant::Format::kFp16;
-  }
   // The quantizer of each operand.
   quant::QuantSpec QuerySpec() const;
   quant::QuantSpec KeySpec() const;

@@ -23,16 +23,9 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 
 void ExactForwardTiled(const AttentionProblem& problem, const ForwardArgs& args) {
-  // docs/math.md §4: int8 and fp8 P against the final max (a statistics pass first); bf16 and
-  // fp16 P against the online softmax's running max.
-  const bool final_max = problem.p_format != quant::Format::kFp32 &&
-                         problem.p_format != quant::Format::kBf16 &&
-                         problem.p_format != quant::Format::kFp16;
-  if (final_max) {
-    TiledForward(problem, args, FinalMaxSoftmaxTransform{{args.lse, nullptr}});
-  } else {
-    TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr});
-  }
+  // docs/math.md §4: a rounded P is taken against the online softmax's running max, so it needs
+  // no statistics pass.
+  TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr});
 }
 
 void ExactBackwardTiled(const AttentionProblem& problem, const BackwardArgs& args) {

@@ -61,9 +61,9 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
           if (KeyVisible(shape, options, i, j)) z_i += std::exp(scores[j] - m_i);
         }
 
-        // §4: P rounded against the final max m_i, or (bf16, fp16) against the running max
-        // after each block of kBlockKeys keys, then rescaled to m_i as the online softmax does.
-        const bool running = call_options.precision.PAgainstRunningMax();
+        // §4: P rounded against the running max after each block of kBlockKeys keys, then
+        // rescaled to the final max m_i, as the online softmax does.
+        const bool running = call_options.precision.p != quant::Format::kFp32;
         double m_run = tau.has_value() ? *tau : -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;

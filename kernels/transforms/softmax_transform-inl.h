@@ -115,37 +115,6 @@ struct SoftmaxTransform {
   }
 };
 
-// Softmax whose weights are taken against each row's final max: a statistics pass first, so
-// that every weight fed to P V is exp(s - m_i) <= 1 with m_i the row's max (sink included),
-// what P quantization (docs/math.md §4) rounds. WeighTile is SoftmaxTransform's: with m already final
-// its rescale factors are all 1.
-struct FinalMaxSoftmaxTransform : SoftmaxTransform {
-  static constexpr bool kRowStatsPass = true;
-
-  static void ObserveTile(const float* HWY_RESTRICT st, size_t nk, size_t columns, size_t,
-                          const float* HWY_RESTRICT visible, bool all_visible,
-                          ForwardState& state) {
-    const hn::ScalableTag<float> d;
-    const size_t N = hn::Lanes(d);
-    const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-    for (size_t i = 0; i < columns; i += N) {
-      const auto limit = hn::LoadU(d, visible + i);
-      const auto m_old = hn::LoadU(d, state.m + i);
-      auto m = m_old;
-      for (size_t j = 0; j < nk; ++j) {
-        auto s = hn::LoadU(d, st + j * kTileQ + i);
-        if (!all_visible) s = hn::IfThenElse(hn::Lt(hn::Set(d, float(j)), limit), s, neg_inf);
-        m = hn::Max(m, s);
-      }
-      // A sink's share of Z (1 at m = tau) follows the max, as in WeighTile.
-      const auto z = hn::Mul(hn::LoadU(d, state.z + i), hn::Exp(d, hn::Sub(m_old, m)));
-      hn::StoreU(m, d, state.m + i);
-      hn::StoreU(z, d, state.z + i);
-    }
-  }
-  static void EndObserving(ForwardState&, size_t) {}
-};
-
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lpattn

@@ -194,7 +194,7 @@ TEST(PreparedKv, RejectsAnotherPrecisionOrShape) {
                std::invalid_argument);
 }
 
-// §4 P quantization (the weights fed to P V, each relative to its row's final max): O against a
+// §4 P quantization (the weights fed to P V, each relative to its row's running max): O against a
 // reference that rounds the same weights. The kernel's fp32 weight and the reference's rounded
 // fp64 one may fall on either side of a rounding boundary; such a flip moves one row of O by one
 // step of the format, so up to 1% + 1 rows may differ, each by at most 0.05 (over 1 + max |O|).
