@@ -38,7 +38,10 @@ struct MiniFloatCodec {
 template <> struct Codec<Format::kBf16>
     : MiniFloatCodec<kBf16Layout, uint16_t, EncodeBf16, DecodeBf16> {};
 template <> struct Codec<Format::kFp16>
-    : MiniFloatCodec<kFp16Layout, uint16_t, EncodeFp16, DecodeFp16> {};
+    : MiniFloatCodec<kFp16Layout, uint16_t, EncodeFp16, DecodeFp16> {
+  static hn::Vec<DI> Encode(hn::Vec<DF> x) { return EncodeFp16Lanes(DF(), x); }  // F16C
+  static hn::Vec<DF> Decode(hn::Vec<DI> code) { return DecodeFp16Lanes(DF(), code); }
+};
 template <> struct Codec<Format::kFp8E4M3>
     : MiniFloatCodec<kE4M3Layout, uint8_t, EncodeE4M3, DecodeE4M3> {};
 template <> struct Codec<Format::kFp8E5M2>
