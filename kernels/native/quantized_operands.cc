@@ -23,7 +23,7 @@ ConstTensor QuantizedOperands::Quantize(ConstTensor t, const quant::QuantSpec& s
   const int64_t dim = shape_.head_dim;
   const quant::TensorView view{t.data,           shape_.batch,    heads,          tokens, dim,
                                t.strides.batch, t.strides.head, t.strides.token};
-  std::vector<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  Buffer<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
   quant::QuantizeDequantize(spec, view, copy.data(), name);
   return {copy.data(), ContiguousBHTD(heads, tokens, dim)};
 }
@@ -35,7 +35,7 @@ bool QuantizedOperands::Native(const quant::QuantSpec& spec) const {
 
 CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
   const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
-  std::vector<uint16_t>& codes = codes_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  Buffer<uint16_t>& codes = codes_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
   tbb::parallel_for(int64_t(0), shape_.batch * heads, [&](int64_t slice) {
     const int64_t b = slice / heads, h = slice % heads;
     for (int64_t j = 0; j < tokens; ++j) {
@@ -55,8 +55,8 @@ bool QuantizedOperands::NativeFp8(const quant::QuantSpec& spec) const {
 CodedKv QuantizedOperands::EncodeFp8(ConstTensor t, const quant::QuantSpec& spec,
                                      const char* what) {
   const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len;
-  std::vector<float>& scales = copies_.emplace_back();
-  std::vector<uint8_t>& codes =
+  Buffer<float>& scales = copies_.emplace_back();
+  Buffer<uint8_t>& codes =
       int8_rows_.emplace_back(Int8Codes(t, spec, heads, tokens, what, scales));
   CodedKv coded;
   coded.strides = ContiguousBHTD(heads, tokens, shape_.head_dim);
@@ -71,10 +71,10 @@ bool QuantizedOperands::NativeInt8(const quant::QuantSpec& key) const {
          key.granularity != quant::Granularity::kChannel && !key.smooth;
 }
 
-std::vector<uint8_t> QuantizedOperands::Int8Codes(ConstTensor t, const quant::QuantSpec& spec,
+Buffer<uint8_t> QuantizedOperands::Int8Codes(ConstTensor t, const quant::QuantSpec& spec,
                                                   int64_t heads, int64_t tokens, const char* what,
-                                                  std::vector<float>& scales) {
-  std::vector<uint8_t> codes(size_t(shape_.batch * heads * tokens * shape_.head_dim));
+                                                  Buffer<float>& scales) {
+  Buffer<uint8_t> codes(size_t(shape_.batch * heads * tokens * shape_.head_dim));
   scales.resize(size_t(shape_.batch * heads * tokens));
   quant::QuantizeToCodes(spec,
                          {t.data, shape_.batch, heads, tokens, shape_.head_dim, t.strides.batch,
@@ -86,10 +86,10 @@ std::vector<uint8_t> QuantizedOperands::Int8Codes(ConstTensor t, const quant::Qu
 // Rows of int8 codes widened to int16, odd head dimensions padded with a zero channel.
 void QuantizedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
   const size_t dim = size_t(shape_.head_dim), width = 2 * ((dim + 1) / 2);
-  std::vector<float>& scales = copies_.emplace_back();
-  const std::vector<uint8_t> codes = Int8Codes(q, precision_.QuerySpec(), shape_.heads,
+  Buffer<float>& scales = copies_.emplace_back();
+  const Buffer<uint8_t> codes = Int8Codes(q, precision_.QuerySpec(), shape_.heads,
                                                shape_.q_len, "lpattn quantized Q", scales);
-  std::vector<int16_t>& rows = int_queries_.emplace_back(scales.size() * width, int16_t(0));
+  Buffer<int16_t>& rows = int_queries_.emplace_back(scales.size() * width, int16_t(0));
   for (size_t r = 0; r < scales.size(); ++r) {
     for (size_t c = 0; c < dim; ++c) rows[r * width + c] = int8_t(codes[r * dim + c]);
   }
@@ -101,10 +101,10 @@ void QuantizedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
 // Each pair of channels' int16 codes (k[2p], k[2p + 1]) as one little-endian int32 word.
 void QuantizedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
   const size_t dim = size_t(shape_.head_dim), pairs = (dim + 1) / 2;
-  std::vector<float>& scales = copies_.emplace_back();
-  const std::vector<uint8_t> codes = Int8Codes(k, precision_.KeySpec(), shape_.kv_heads,
+  Buffer<float>& scales = copies_.emplace_back();
+  const Buffer<uint8_t> codes = Int8Codes(k, precision_.KeySpec(), shape_.kv_heads,
                                                shape_.kv_len, "lpattn quantized K", scales);
-  std::vector<int32_t>& words = int_keys_.emplace_back(scales.size() * pairs);
+  Buffer<int32_t>& words = int_keys_.emplace_back(scales.size() * pairs);
   for (size_t r = 0; r < scales.size(); ++r) {
     Int8RowToPairWords(reinterpret_cast<const int8_t*>(codes.data()) + r * dim, dim,
                        words.data() + r * pairs);
@@ -120,8 +120,8 @@ bool QuantizedOperands::AmxInt8Keys() const {
 }
 
 void QuantizedOperands::EncodeInt8KeyRows(ConstTensor k, IntQk& out) {
-  std::vector<float>& scales = copies_.emplace_back();
-  std::vector<uint8_t>& codes = int8_rows_.emplace_back(Int8Codes(
+  Buffer<float>& scales = copies_.emplace_back();
+  Buffer<uint8_t>& codes = int8_rows_.emplace_back(Int8Codes(
       k, precision_.KeySpec(), shape_.kv_heads, shape_.kv_len, "lpattn quantized K", scales));
   out.k_rows = reinterpret_cast<const int8_t*>(codes.data());
   out.k_scale = scales.data();
@@ -143,8 +143,8 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   const quant::QuantSpec spec = precision_.ValueSpec();
   const bool per_channel = spec.granularity == quant::Granularity::kChannel;
   const size_t slices = size_t(shape_.batch * shape_.kv_heads);
-  std::vector<float>& scales = copies_.emplace_back();
-  std::vector<uint8_t> codes;
+  Buffer<float>& scales = copies_.emplace_back();
+  Buffer<uint8_t> codes;
   if (per_channel) {
     codes.resize(slices * tokens * dim);
     scales.resize(slices * dim);
@@ -159,7 +159,7 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   if (native::AmxInt8TakesDim(dim) && native::NativePathEnabled(native::NativePath::kAmxInt8)) {
     // V^T for the tiles: [head_dim][key stride] per slice, one 64-key step past the last tile.
     const size_t key_stride = (tokens + kTileK - 1) / kTileK * kTileK + 64;
-    std::vector<uint8_t>& vt = int8_rows_.emplace_back(slices * dim * key_stride, uint8_t(0));
+    Buffer<uint8_t>& vt = int8_rows_.emplace_back(slices * dim * key_stride, uint8_t(0));
     for (size_t slice = 0; slice < slices; ++slice) {
       for (size_t j = 0; j < tokens; ++j) {
         for (size_t c = 0; c < dim; ++c) {
@@ -177,7 +177,7 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
     out.vt_key_stride = key_stride;
     return out;
   }
-  std::vector<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
+  Buffer<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
   for (size_t slice = 0; slice < slices; ++slice) {
     for (size_t j = 0; j < tokens; ++j) {
       int16_t* pair_row = panel.data() + (slice * key_pairs + j / 2) * width * 2;
@@ -217,7 +217,7 @@ AmxPv QuantizedOperands::EncodeTransposedValues(ConstTensor v) {
   const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
   const size_t key_stride = (tokens + kTileK - 1) / kTileK * kTileK + 64;
   const size_t slices = size_t(shape_.batch * shape_.kv_heads);
-  std::vector<uint16_t>& codes = codes_.emplace_back(slices * dim * key_stride, uint16_t(0));
+  Buffer<uint16_t>& codes = codes_.emplace_back(slices * dim * key_stride, uint16_t(0));
   tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
     const size_t b = slice / size_t(shape_.kv_heads), h = slice % size_t(shape_.kv_heads);
     uint16_t* out = codes.data() + slice * dim * key_stride;
@@ -261,7 +261,7 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
 
 ConstTensor QuantizedOperands::OwnKeyShaped(ConstTensor t) {
   const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
-  std::vector<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  Buffer<float>& copy = copies_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
   for (int64_t slice = 0; slice < shape_.batch * heads; ++slice) {
     for (int64_t j = 0; j < tokens; ++j) {
       const float* row = t.data + (slice / heads) * t.strides.batch +

@@ -15,9 +15,14 @@
 
 #include "hwy/aligned_allocator.h"
 #include "kernels/attention.h"
+#include "kernels/native/buffer_pool.h"
 #include "kernels/skeleton/attention_problem.h"
 
 namespace lpattn {
+
+// The copies and codes a call makes, pooled across calls (buffer_pool.h).
+template <class T>
+using Buffer = std::vector<T, native::PooledAllocator<T>>;
 
 class QuantizedOperands {
  public:
@@ -90,8 +95,8 @@ class QuantizedOperands {
   // and no inf or NaN in V: the P V product on AMX tiles.
   bool AmxBf16Pv(ConstTensor v, const quant::QuantSpec& value) const;
   AmxPv EncodeTransposedValues(ConstTensor v);
-  std::vector<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
-                                 int64_t tokens, const char* what, std::vector<float>& scales);
+  Buffer<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
+                                 int64_t tokens, const char* what, Buffer<float>& scales);
   // §4.2's bf16 backward on AMX tiles: whether the options and the CPU allow it, and each
   // operand's tile layouts (AmxBackward) from its rounded copy, whose bf16 codes are the upper
   // halves of its bits (finite turns false if an element is inf or NaN).
@@ -102,12 +107,12 @@ class QuantizedOperands {
   void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
   AttentionShape shape_;
   Precision precision_;
-  std::deque<std::vector<float>> copies_;
-  std::deque<std::vector<uint16_t>> codes_;
-  std::deque<std::vector<int16_t>> int_queries_;
-  std::deque<std::vector<int32_t>> int_keys_;
-  std::deque<std::vector<int16_t>> int_values_;
-  std::deque<std::vector<uint8_t>> int8_rows_;
+  std::deque<Buffer<float>> copies_;
+  std::deque<Buffer<uint16_t>> codes_;
+  std::deque<Buffer<int16_t>> int_queries_;
+  std::deque<Buffer<int32_t>> int_keys_;
+  std::deque<Buffer<int16_t>> int_values_;
+  std::deque<Buffer<uint8_t>> int8_rows_;
   std::deque<hwy::AlignedFreeUniquePtr<uint16_t[]>> bwd_codes_;  // written in full: no zeroing
   size_t bwd_code_count_ = 0;
 };
