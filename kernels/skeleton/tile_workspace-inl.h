@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -265,14 +266,20 @@ HWY_INLINE void PackInt8QueryQuads(const AttentionProblem& p, size_t b, size_t h
 
 // The AMX bf16 path's query panel of one query tile (AttentionProblem::amx_qk): channel c of
 // query i as a bf16 code at panel[(c / 2) * 2 kTileQ + 2 i + c % 2], zero past nq. The queries
-// hold bf16 values already (the precision's copy), so the codes are exact.
+// hold bf16 values already (the precision's copy), so each code is the upper half of the
+// value's bits, and a channel pair's two codes are one 32-bit word.
 HWY_INLINE void PackBf16QueryPairs(const HeadRows& q, size_t i0, size_t nq, size_t dim,
                                    TileWorkspace& ws) {
-  uint16_t* panel = reinterpret_cast<uint16_t*>(ws.int_panel.get());
-  std::fill(panel, panel + dim * kTileQ, uint16_t(0));
+  uint32_t* words = reinterpret_cast<uint32_t*>(ws.int_panel.get());  // [dim / 2][kTileQ]
+  std::fill(words, words + dim / 2 * kTileQ, 0u);
   for (size_t i = 0; i < nq; ++i) {
     const float* row = q.row(i0 + i);
-    for (size_t c = 0; c < dim; ++c) panel[(c / 2) * 2 * kTileQ + 2 * i + c % 2] = quant::EncodeBf16(row[c]);
+    for (size_t c = 0; c + 1 < dim; c += 2) {
+      uint32_t lo, hi;
+      std::memcpy(&lo, row + c, 4);
+      std::memcpy(&hi, row + c + 1, 4);
+      words[(c / 2) * kTileQ + i] = (hi & 0xFFFF0000u) | (lo >> 16);
+    }
   }
 }
 
