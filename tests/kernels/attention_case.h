@@ -134,26 +134,27 @@ inline double ScaledMaxError(const std::vector<double>& kernel, const std::vecto
   }
   return err / (1.0 + scale);
 }
-// Rows (dim values each) whose error over 1 + max |want| exceeds 2e-5, and the largest such
-// error: where rounding to a low-precision format may flip a few entries (docs/math.md §4.2),
-// most rows must still match tightly.
+// Rows of a [rows x dim] gradient whose error over 1 + max |want| exceeds `tolerance` (a NaN
+// on one side only counts as infinite), and the largest error of any row: where a few entries
+// may land on the other side of a discontinuity or a rounding midpoint, most rows must still
+// match tightly.
 struct RowMismatch {
   size_t bad = 0;
   double worst = 0.0;
 };
 inline RowMismatch CompareGradientRows(const std::vector<double>& got,
-                                       const std::vector<double>& want, size_t dim) {
+                                       const std::vector<double>& want, size_t dim,
+                                       double tolerance = 2e-5) {
   double scale = 0.0;
   for (double x : want) scale = std::max(scale, std::abs(x));
   RowMismatch m;
   for (size_t r = 0; r < want.size() / dim; ++r) {
     double err = 0.0;
     for (size_t c = 0; c < dim; ++c) {
-      const double e = std::abs(got[r * dim + c] - want[r * dim + c]);
-      err = std::isnan(e) ? INFINITY : std::max(err, e);
+      err = std::max(err, std::abs(got[r * dim + c] - want[r * dim + c]) / (1.0 + scale));
+      if (std::isnan(got[r * dim + c]) != std::isnan(want[r * dim + c])) err = INFINITY;
     }
-    err /= 1.0 + scale;
-    m.bad += err > 2e-5 ? 1 : 0;
+    m.bad += err > tolerance ? 1 : 0;
     m.worst = std::max(m.worst, err);
   }
   return m;

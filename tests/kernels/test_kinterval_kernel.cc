@@ -137,29 +137,6 @@ TEST(KIntervalKernel, MatchesReferenceOnOtherLayoutsAndLengths) {
   }
 }
 
-// Rows of a [rows x dim] gradient whose error exceeds kRowTolerance (over 1 + max |ref|), and
-// the largest error of any row.
-struct RowErrors {
-  size_t bad = 0;
-  double worst = 0.0;
-};
-RowErrors CompareRows(const std::vector<double>& kernel, const std::vector<double>& ref,
-                      size_t dim) {
-  double scale = 0.0;
-  for (double x : ref) scale = std::max(scale, std::abs(x));
-  RowErrors e;
-  for (size_t r = 0; r < ref.size() / dim; ++r) {
-    double err = 0.0;
-    for (size_t c = 0; c < dim; ++c) {
-      err = std::max(err, std::abs(kernel[r * dim + c] - ref[r * dim + c]) / (1.0 + scale));
-      if (std::isnan(kernel[r * dim + c]) != std::isnan(ref[r * dim + c])) err = INFINITY;
-    }
-    e.bad += err > kRowTolerance ? 1 : 0;
-    e.worst = std::max(e.worst, err);
-  }
-  return e;
-}
-
 // dQ, dK, dV of the kernel (after its own forward) against the reference backward, row by row
 // within kRowTolerance. Two places are discontinuous, and float and double may land on either
 // side: a score within rounding of an interior node under the exact surrogate (the chord's
@@ -198,12 +175,12 @@ void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, La
                               " D" + std::to_string(shape.head_dim);
     const struct {
       const char* name;
-      RowErrors errors;
+      test::RowMismatch errors;
       size_t rows;
       bool may_jump;
-    } grads[] = {{"dq", CompareRows(dq.Dense(), ref.dq, dim), ref.dq.size() / dim, jumps},
-                 {"dk", CompareRows(dk.Dense(), ref.dk, dim), ref.dk.size() / dim, jumps},
-                 {"dv", CompareRows(dv.Dense(), ref.dv, dim), ref.dv.size() / dim,
+    } grads[] = {{"dq", test::CompareGradientRows(dq.Dense(), ref.dq, dim, kRowTolerance), ref.dq.size() / dim, jumps},
+                 {"dk", test::CompareGradientRows(dk.Dense(), ref.dk, dim, kRowTolerance), ref.dk.size() / dim, jumps},
+                 {"dv", test::CompareGradientRows(dv.Dense(), ref.dv, dim, kRowTolerance), ref.dv.size() / dim,
                   nearest || rounded_bwd}};
     // A flipped value of a rounded grid changes the chord of every entry in its two intervals
     // across the row, so more gradient rows move, each by little: up to 10% + 2 of the rows,
