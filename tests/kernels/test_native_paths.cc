@@ -14,12 +14,14 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
 #include "kernels/native/amx_products.h"
+#include "kernels/native/buffer_pool.h"
 #include "kernels/native/cpu_features.h"
 #include "kernels/native/native_paths.h"
 #include "kernels/prepared_kv.h"
@@ -306,6 +308,39 @@ TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
     // Nearest may round a score within float rounding of a half-node the other way.
     EXPECT_LE(ScaledMaxError(amx, highway), std::string(kint).find("nearest") != std::string::npos ? 0.5 : 1e-5)
         << kint;
+  }
+}
+
+// The operand pool (kernels/native/buffer_pool.h): a released large block comes back to the
+// next request of its size class, small ones are plain allocations, and concurrent use from
+// many threads neither loses nor shares a block.
+TEST(BufferPool, ReleasedBlocksAreReusedAndNeverShared) {
+  const size_t big = native::kPooledBytes + 12345;
+  void* first = native::PoolAllocate(big);
+  std::memset(first, 1, big);
+  native::PoolRelease(first, big);
+  void* again = native::PoolAllocate(big + 1);  // the same power-of-two class
+  EXPECT_EQ(again, first);
+  native::PoolRelease(again, big + 1);
+  void* small = native::PoolAllocate(64);
+  native::PoolRelease(small, 64);
+  std::vector<std::thread> threads;
+  std::vector<std::vector<void*>> held(4);
+  for (size_t t = 0; t < held.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        void* block = native::PoolAllocate(big);
+        std::memset(block, int(t), 4096);
+        held[t].push_back(block);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::set<void*> distinct;
+  for (const auto& blocks : held) distinct.insert(blocks.begin(), blocks.end());
+  EXPECT_EQ(distinct.size(), 32u);
+  for (auto& blocks : held) {
+    for (void* block : blocks) native::PoolRelease(block, big);
   }
 }
 
