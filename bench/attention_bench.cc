@@ -96,7 +96,8 @@ void SetFlopCounters(benchmark::State& state, double flops_per_iteration, int th
 // its score product runs on, as lpattn info's products say (AMX tiles for bf16 or int8 Q and K
 // with a head dimension they take, else the int16 VNNI tile for int8), or none (fp32 FMA, the
 // peak_frac counter's own).
-std::string FormatPeakFamily(const Precision& precision, int64_t dim) {
+// The backward's (`backward`): AMX bf16 tiles for bwd=bf16 with dP in bf16 (docs/math.md §4.2).
+std::string FormatPeakFamily(const Precision& precision, int64_t dim, bool backward = false) {
   if (precision.path != ComputePath::kNative) return "";
   const DispatchInfo info = GetDispatchInfo();
   const auto enabled = [&](const char* name) {
@@ -105,6 +106,13 @@ std::string FormatPeakFamily(const Precision& precision, int64_t dim) {
     }
     return false;
   };
+  if (backward) {
+    const bool bf16 = precision.bwd == quant::Format::kBf16 &&
+                      precision.BackwardDpFormat() == quant::Format::kBf16;
+    return bf16 && dim % 32 == 0 && enabled("amx_bf16") && enabled("avx512_bf16")
+               ? "peak_amx_bf16"
+               : "";
+  }
   if (precision.qk == quant::Format::kBf16 && dim % 32 == 0 && enabled("amx_bf16")) {
     return "peak_amx_bf16";
   }
@@ -118,8 +126,8 @@ std::string FormatPeakFamily(const Precision& precision, int64_t dim) {
 
 // format_peak_frac: GFLOPS over the format peak of the same thread count, when there is one.
 void SetFormatPeakCounter(benchmark::State& state, const Precision& precision, int64_t dim,
-                          double flops_per_iteration, int threads) {
-  const std::string family = FormatPeakFamily(precision, dim);
+                          double flops_per_iteration, int threads, bool backward = false) {
+  const std::string family = FormatPeakFamily(precision, dim, backward);
   if (family.empty()) return;
   const double peak = MeasuredNativePeak(family, threads);
   if (peak <= 0.0) return;
@@ -239,6 +247,8 @@ void BM_ExactBackward(benchmark::State& state, const Precision& precision = {}) 
     }
   }
   SetFlopCounters(state, BackwardFlops(s, config.options.causal), config.options.threads);
+  SetFormatPeakCounter(state, precision, s.head_dim, BackwardFlops(s, config.options.causal),
+                       config.options.threads, true);
 }
 
 // ---- the unfused baseline ------------------------------------------------------------------
