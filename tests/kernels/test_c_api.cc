@@ -248,6 +248,48 @@ TEST(CApi, BackwardWithOneKey) {
   }
 }
 
+// docs/math.md §4.2 through the C API: "bwd=bf16" reaches the backward (the gradients are the
+// C++ call's with the same option, and not the fp32 ones).
+TEST(CApi, LowPrecisionBackwardOptionText) {
+  Problem p(MakeShape(1, 2, 1, 40, 40, 32));
+  p.options.causal = 1;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> d_o = Filled(p.QSize(), 6);
+  const auto& s = p.shape;
+  const auto backward = [&](const char* precision) {
+    p.options.precision = precision;
+    std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
+    EXPECT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
+                                    ConstView(p.o, s.heads, s.q_len, s.head_dim),
+                                    ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
+                                    View(dq, s.heads, s.q_len, s.head_dim),
+                                    View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                    View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
+              LPATTN_OK)
+        << lpattn_last_error();
+    return dq;
+  };
+  const std::vector<float> fp32 = backward(nullptr), bf16 = backward("bwd=bf16");
+  EXPECT_NE(bf16, fp32);
+  std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  options.precision = lpattn::ParsePrecision("bwd=bf16");
+  const lpattn::Strides q_strides{40 * 32 * 2, 40 * 32, 32}, kv_strides{40 * 32, 40 * 32, 32};
+  lpattn::BackwardArgs args;
+  args.q = {p.q.data(), q_strides};
+  args.k = {p.k.data(), kv_strides};
+  args.v = {p.v.data(), kv_strides};
+  args.o = {p.o.data(), q_strides};
+  args.d_o = {d_o.data(), q_strides};
+  args.lse = p.lse.data();
+  args.dq = {dq.data(), q_strides};
+  args.dk = {dk.data(), kv_strides};
+  args.dv = {dv.data(), kv_strides};
+  lpattn::ExactBackward({1, 2, 1, 40, 40, 32}, options, args);
+  EXPECT_EQ(bf16, dq);
+}
+
 TEST(CApi, LearnedSinkBackwardWritesDSink) {
   Problem p(MakeShape(1, 2, 2, 3, 4, 8));
   const std::vector<float> sink_logits = {0.25f, -0.5f};
