@@ -190,44 +190,31 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   return {panel.data(), scales.data(), per_channel ? dim : 0, width, key_pairs};
 }
 
-bool QuantizedOperands::AmxBf16Pv(ConstTensor v, const quant::QuantSpec& value) const {
-  if (!Native(value) || value.format != quant::Format::kBf16 ||
-      precision_.p != quant::Format::kBf16 ||
-      !native::AmxBf16TakesDim(size_t(shape_.head_dim)) ||
-      !native::NativePathEnabled(native::NativePath::kAmxBf16) ||
-      !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
-    return false;
-  }
-  for (int64_t slice = 0; slice < shape_.batch * shape_.kv_heads; ++slice) {
-    for (int64_t j = 0; j < shape_.kv_len; ++j) {
-      const float* row = v.data + (slice / shape_.kv_heads) * v.strides.batch +
-                         (slice % shape_.kv_heads) * v.strides.head + j * v.strides.token;
-      for (int64_t c = 0; c < shape_.head_dim; ++c) {
-        if (!std::isfinite(row[c])) return false;
-      }
-    }
-  }
-  return true;
+bool QuantizedOperands::AmxBf16Pv(const quant::QuantSpec& value) const {
+  return Native(value) && value.format == quant::Format::kBf16 &&
+         precision_.p == quant::Format::kBf16 &&
+         native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
+         native::NativePathEnabled(native::NativePath::kAmxBf16) &&
+         native::NativePathEnabled(native::NativePath::kAvx512Bf16);
 }
 
 // V^T of each (batch, kv head) as bf16 codes, [head_dim][key_stride], zero past kv_len; the
 // key stride reaches one 32-key step past the last key tile's start (tiles of kTileK keys take
-// two steps, the second reading into the next tile, or into the zeros at the end).
-AmxPv QuantizedOperands::EncodeTransposedValues(ConstTensor v) {
-  const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
+// two steps, the second reading into the next tile, or into the zeros at the end). V is
+// rounded to bf16 by the vector codec first, then transposed by the AVX-512 code of the
+// backward's layouts (the tiles' condition implies AVX-512), which also finds an inf or NaN.
+bool QuantizedOperands::EncodeTransposedValues(ConstTensor v, AmxPv& out) {
+  const size_t tokens = size_t(shape_.kv_len);
   const size_t key_stride = (tokens + kTileK - 1) / kTileK * kTileK + 64;
-  const size_t slices = size_t(shape_.batch * shape_.kv_heads);
-  Buffer<uint16_t>& codes = codes_.emplace_back(slices * dim * key_stride, uint16_t(0));
-  tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
-    const size_t b = slice / size_t(shape_.kv_heads), h = slice % size_t(shape_.kv_heads);
-    uint16_t* out = codes.data() + slice * dim * key_stride;
-    for (size_t j = 0; j < tokens; ++j) {
-      const float* row = v.data + b * size_t(v.strides.batch) + h * size_t(v.strides.head) +
-                         j * size_t(v.strides.token);
-      for (size_t c = 0; c < dim; ++c) out[c * key_stride + j] = quant::EncodeBf16(row[c]);
-    }
-  });
-  return {codes.data(), key_stride};
+  const ConstTensor rounded = Value(v);  // bf16 values in fp32, a dense copy
+  bool finite = true;
+  const uint16_t* codes =
+      Bf16Codes(rounded, shape_.kv_heads, shape_.kv_len, key_stride, Bf16Layout::kTransposed,
+                finite);
+  copies_.pop_back();  // the copy is not kept: a PreparedKv holds the codes alone
+  if (!finite) return false;
+  out = {codes, key_stride};
+  return true;
 }
 
 QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTensor v,
@@ -247,8 +234,8 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
   }
   if (NativeInt8Pv(value)) {
     problem.int_pv = EncodeIntValues(v);
-  } else if (AmxBf16Pv(v, value)) {
-    problem.amx_pv = EncodeTransposedValues(v);
+  } else if (AmxBf16Pv(value) && EncodeTransposedValues(v, problem.amx_pv)) {
+    // V^T on tiles (a V with inf or NaN goes on to the decoded codes)
   } else if (Native(value)) {
     problem.v_codes = Encode(v, value.format);
   } else if (NativeFp8(value)) {

@@ -92,9 +92,10 @@ class QuantizedOperands {
   bool NativeInt8Pv(const quant::QuantSpec& value) const;
   IntPv EncodeIntValues(ConstTensor v);  // pairs for the Highway tile, or V^T for AMX int8
   // bf16 V with p = bf16, a head dimension the tiles take, amx_bf16 and avx512_bf16 enabled
-  // and no inf or NaN in V: the P V product on AMX tiles.
-  bool AmxBf16Pv(ConstTensor v, const quant::QuantSpec& value) const;
-  AmxPv EncodeTransposedValues(ConstTensor v);
+  // (V must also hold no inf or NaN: EncodeTransposedValues): the P V product on AMX tiles.
+  bool AmxBf16Pv(const quant::QuantSpec& value) const;
+  // V^T's codes into `out`, or false (nothing set) when V holds an inf or NaN.
+  bool EncodeTransposedValues(ConstTensor v, AmxPv& out);
   Buffer<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                                  int64_t tokens, const char* what, Buffer<float>& scales);
   // §4.2's bf16 backward on AMX tiles: whether the options and the CPU allow it, and each
