@@ -81,6 +81,21 @@ struct Problem {
   lpattn_status Forward() {
     return lpattn_exact_forward(&shape, &options, Q(), K(), V(), O(), lse.data());
   }
+  // The backward of the last Forward for this dO, into dq, dk, dv (resized) and d_sink.
+  lpattn_status Backward(const std::vector<float>& d_o, std::vector<float>& dq,
+                         std::vector<float>& dk, std::vector<float>& dv,
+                         float* d_sink = nullptr) {
+    dq.resize(QSize());
+    dk.resize(KSize());
+    dv.resize(KSize());
+    const auto& s = shape;
+    return lpattn_exact_backward(&s, &options, Q(), K(), V(),
+                                 ConstView(o, s.heads, s.q_len, s.head_dim),
+                                 ConstView(d_o, s.heads, s.q_len, s.head_dim), lse.data(),
+                                 View(dq, s.heads, s.q_len, s.head_dim),
+                                 View(dk, s.kv_heads, s.kv_len, s.head_dim),
+                                 View(dv, s.kv_heads, s.kv_len, s.head_dim), d_sink);
+  }
 };
 
 lpattn_shape MakeShape(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
@@ -231,14 +246,7 @@ TEST(CApi, BackwardWithOneKey) {
   std::vector<float> dq(p.QSize(), kSentinel), dk(p.KSize(), kSentinel),
       dv(p.KSize(), kSentinel);
   const auto& s = p.shape;
-  ASSERT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
-                                  ConstView(p.o, s.heads, s.q_len, s.head_dim),
-                                  ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
-                                  View(dq, s.heads, s.q_len, s.head_dim),
-                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
-                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
-            LPATTN_OK)
-      << lpattn_last_error();
+  ASSERT_EQ(p.Backward(d_o, dq, dk, dv), LPATTN_OK) << lpattn_last_error();
   for (float x : dq) EXPECT_NEAR(x, 0.0f, 1e-5);
   for (float x : dk) EXPECT_NEAR(x, 0.0f, 1e-5);
   for (int64_t d = 0; d < s.head_dim; ++d) {
@@ -255,18 +263,10 @@ TEST(CApi, LowPrecisionBackwardOptionText) {
   p.options.causal = 1;
   ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
   const std::vector<float> d_o = Filled(p.QSize(), 6);
-  const auto& s = p.shape;
   const auto backward = [&](const char* precision) {
     p.options.precision = precision;
-    std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
-    EXPECT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
-                                    ConstView(p.o, s.heads, s.q_len, s.head_dim),
-                                    ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
-                                    View(dq, s.heads, s.q_len, s.head_dim),
-                                    View(dk, s.kv_heads, s.kv_len, s.head_dim),
-                                    View(dv, s.kv_heads, s.kv_len, s.head_dim), nullptr),
-              LPATTN_OK)
-        << lpattn_last_error();
+    std::vector<float> dq, dk, dv;
+    EXPECT_EQ(p.Backward(d_o, dq, dk, dv), LPATTN_OK) << lpattn_last_error();
     return dq;
   };
   const std::vector<float> fp32 = backward(nullptr), bf16 = backward("bwd=bf16");
@@ -297,17 +297,9 @@ TEST(CApi, LearnedSinkBackwardWritesDSink) {
   p.options.sink_logits = sink_logits.data();
   ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
   const std::vector<float> d_o = Filled(p.QSize(), 5);
-  std::vector<float> dq(p.QSize()), dk(p.KSize()), dv(p.KSize());
+  std::vector<float> dq, dk, dv;
   std::vector<float> d_sink(2, kSentinel);
-  const auto& s = p.shape;
-  ASSERT_EQ(lpattn_exact_backward(&s, &p.options, p.Q(), p.K(), p.V(),
-                                  ConstView(p.o, s.heads, s.q_len, s.head_dim),
-                                  ConstView(d_o, s.heads, s.q_len, s.head_dim), p.lse.data(),
-                                  View(dq, s.heads, s.q_len, s.head_dim),
-                                  View(dk, s.kv_heads, s.kv_len, s.head_dim),
-                                  View(dv, s.kv_heads, s.kv_len, s.head_dim), d_sink.data()),
-            LPATTN_OK)
-      << lpattn_last_error();
+  ASSERT_EQ(p.Backward(d_o, dq, dk, dv, d_sink.data()), LPATTN_OK) << lpattn_last_error();
   for (float x : d_sink) {
     EXPECT_NE(x, kSentinel);
     EXPECT_TRUE(std::isfinite(x));
