@@ -248,11 +248,12 @@ TEST(PrecisionKernels, RoundedWeightsMatchTheReference) {
   }
 }
 
-// fp32 written out is the default: the same bits.
+// fp32 written out is the default, the backward's (docs/math.md §4.2) too: the same bits.
 TEST(PrecisionKernels, ExplicitFp32IsTheDefaultBitForBit) {
   AttentionCase c({1, 2, 1, 65, 65, 32}, true, SinkMode::kNone, Layout::kBHTD);
   const KernelOutputs plain = c.Run();
-  c.options.precision = ParsePrecision("qk=fp32,pv=fp32,gran=token,smooth_k=1");
+  c.options.precision =
+      ParsePrecision("qk=fp32,pv=fp32,gran=token,smooth_k=1,bwd=fp32,bwd_dp=fp32");
   const KernelOutputs explicit_fp32 = c.Run();
   EXPECT_EQ(plain.o.storage, explicit_fp32.o.storage);
   EXPECT_EQ(plain.dq.storage, explicit_fp32.dq.storage);
