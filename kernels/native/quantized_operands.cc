@@ -270,7 +270,7 @@ size_t QuantizedOperands::BytesHeld() const {
   add(int_keys_);
   add(int_values_);
   add(int8_rows_);
-  return bytes + bwd_code_count_ * sizeof(uint16_t);
+  return bytes + tile_code_count_ * sizeof(uint16_t);
 }
 
 ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
@@ -309,7 +309,7 @@ namespace {
 // A bf16 value's code is the upper half of its fp32 bits. An exponent field of all ones (inf,
 // NaN) plus its lowest bit carries into bit 31, so OR-ing (bits & kExponent) + kCarry over
 // every element leaves bit 31 set exactly when one was not finite. Only called with AVX-512
-// (the AMX backward's condition), which the loops are vectorised for.
+// (every AMX path's condition), which the loops are vectorised for.
 constexpr uint32_t kExponent = 0x7F800000u, kCarry = 0x00800000u;
 
 __attribute__((target("avx512f,avx512bw"))) uint32_t CodeRows(const float* base, size_t stride,
@@ -329,6 +329,10 @@ __attribute__((target("avx512f,avx512bw"))) uint32_t CodeRows(const float* base,
   return special;
 }
 
+// GCC 12's AVX-512 unpacks start from an uninitialised vector that every lane then overwrites,
+// and -Wmaybe-uninitialized flags it (GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #define LPATTN_AVX512 __attribute__((target("avx512f,avx512bw")))
 
 // r[i] lane k becomes r[k] lane i: a 16 x 16 transpose of 32-bit words.
@@ -407,6 +411,7 @@ LPATTN_AVX512 uint32_t CodeColumns(const float* base, size_t stride, size_t n, s
   return all;
 }
 #undef LPATTN_AVX512
+#pragma GCC diagnostic pop
 }  // namespace
 
 const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64_t tokens,
@@ -414,8 +419,9 @@ const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64
   const size_t dim = size_t(shape_.head_dim), n = size_t(tokens);
   const size_t slices = size_t(shape_.batch * heads);
   const size_t per_slice = layout == Bf16Layout::kRows ? n * dim : dim * t_pad;
-  uint16_t* codes = bwd_codes_.emplace_back(hwy::AllocateAligned<uint16_t>(slices * per_slice)).get();
-  bwd_code_count_ += slices * per_slice;
+  uint16_t* codes =
+      tile_codes_.emplace_back(hwy::AllocateAligned<uint16_t>(slices * per_slice)).get();
+  tile_code_count_ += slices * per_slice;
   std::atomic<bool> all_finite{true};
   tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
     const size_t b = slice / size_t(heads), h = slice % size_t(heads);

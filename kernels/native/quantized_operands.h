@@ -99,13 +99,15 @@ class QuantizedOperands {
   Buffer<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                                  int64_t tokens, const char* what, Buffer<float>& scales);
   // §4.2's bf16 backward on AMX tiles: whether the options and the CPU allow it, and each
-  // operand's tile layouts (AmxBackward) from its rounded copy, whose bf16 codes are the upper
-  // halves of its bits (finite turns false if an element is inf or NaN).
+  // operand's tile layouts (AmxBackward) from its rounded copy.
   bool AmxBackwardApplies() const;
+  void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
+  // One AMX tile layout (attention_problem.h's AmxBackward; kTransposed is the forward's V^T
+  // too) of a tensor holding bf16 values, whose codes are the upper halves of their bits. Needs
+  // AVX-512 (every AMX path's condition). finite turns false if an element is inf or NaN.
   enum class Bf16Layout { kRows, kTransposed, kChannelPairs };
   const uint16_t* Bf16Codes(ConstTensor t, int64_t heads, int64_t tokens, size_t t_pad,
                             Bf16Layout layout, bool& finite);
-  void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
   AttentionShape shape_;
   Precision precision_;
   std::deque<Buffer<float>> copies_;
@@ -114,8 +116,8 @@ class QuantizedOperands {
   std::deque<Buffer<int32_t>> int_keys_;
   std::deque<Buffer<int16_t>> int_values_;
   std::deque<Buffer<uint8_t>> int8_rows_;
-  std::deque<hwy::AlignedFreeUniquePtr<uint16_t[]>> bwd_codes_;  // written in full: no zeroing
-  size_t bwd_code_count_ = 0;
+  std::deque<hwy::AlignedFreeUniquePtr<uint16_t[]>> tile_codes_;  // written in full: no zeroing
+  size_t tile_code_count_ = 0;
 };
 
 }  // namespace lpattn

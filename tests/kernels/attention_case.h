@@ -173,6 +173,29 @@ struct ScopedTarget {
   bool ok;
 };
 
+// The K-interval kernel's forward (docs/math.md §2) on a case: O and the saved statistics the
+// backward takes (saved()).
+struct KIntervalRun {
+  OwnedTensor o;
+  std::vector<float> m, R, Z, lse_exact;
+  std::vector<int32_t> argmax, argmin;
+  KIntervalSaved saved() {
+    return {m.data(), R.data(), Z.data(), lse_exact.data(), argmax.data(), argmin.data()};
+  }
+};
+inline KIntervalRun RunKIntervalForward(const AttentionCase& c, const KIntervalOptions& kint,
+                                        Layout layout) {
+  const AttentionShape& s = c.shape;
+  const size_t rows = size_t(s.batch * s.heads * s.q_len);
+  KIntervalRun run{OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout),
+                   std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(rows),
+                   std::vector<float>(rows), std::vector<int32_t>(rows),
+                   std::vector<int32_t>(rows)};
+  KIntervalForward(s, c.options, kint, {c.q.cview(), c.k.cview(), c.v.cview(), run.o.view(),
+                                        run.saved()});
+  return run;
+}
+
 }  // namespace lpattn::test
 
 #endif  // LPATTN_TESTS_KERNELS_ATTENTION_CASE_H_

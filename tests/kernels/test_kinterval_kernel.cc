@@ -27,24 +27,9 @@ using test::AttentionCase;
 using test::Layout;
 using test::OwnedTensor;
 
-struct KIntervalRun {
-  OwnedTensor o;
-  std::vector<float> m, R, Z, lse_exact;
-  std::vector<int32_t> argmax, argmin;
-};
-
+using test::KIntervalRun;
 KIntervalRun RunKernel(const AttentionCase& c, const KIntervalOptions& kint, Layout layout) {
-  const AttentionShape& s = c.shape;
-  const size_t rows = size_t(s.batch * s.heads * s.q_len);
-  KIntervalRun run{OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout),
-                   std::vector<float>(rows), std::vector<float>(rows), std::vector<float>(rows),
-                   std::vector<float>(rows), std::vector<int32_t>(rows),
-                   std::vector<int32_t>(rows)};
-  KIntervalForwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), run.o.view(),
-                            {run.m.data(), run.R.data(), run.Z.data(), run.lse_exact.data(),
-                             run.argmax.data(), run.argmin.data()}};
-  KIntervalForward(s, c.options, kint, args);
-  return run;
+  return test::RunKIntervalForward(c, kint, layout);
 }
 
 // Per row with a visible key: m, R and argmax/argmin as the reference has them, and O (error
@@ -165,10 +150,7 @@ void ExpectBackwardMatchesReference(const AttentionShape& shape, bool causal, La
     OwnedTensor dk(shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim, layout);
     OwnedTensor dv(shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim, layout);
     KIntervalBackwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), run.o.cview(),
-                               c.d_o.cview(),
-                               {run.m.data(), run.R.data(), run.Z.data(), run.lse_exact.data(),
-                                run.argmax.data(), run.argmin.data()},
-                               dq.view(), dk.view(), dv.view()};
+                               c.d_o.cview(), run.saved(), dq.view(), dk.view(), dv.view()};
     KIntervalBackward(shape, c.options, kint, args);
     const std::string where = text + " on " + target + (causal ? " causal" : " full") + " T" +
                               std::to_string(shape.q_len) + "x" + std::to_string(shape.kv_len) +
@@ -310,9 +292,7 @@ TEST(KIntervalKernel, ResultsDoNotDependOnTheThreadCount) {
         dv(2, 2, 150, 32, Layout::kBHTD);
     KIntervalBackward(c.shape, c.options, kint,
                       {c.q.cview(), c.k.cview(), c.v.cview(), run.o.cview(), c.d_o.cview(),
-                       {run.m.data(), run.R.data(), run.Z.data(), run.lse_exact.data(),
-                        run.argmax.data(), run.argmin.data()},
-                       dq.view(), dk.view(), dv.view()});
+                       run.saved(), dq.view(), dk.view(), dv.view()});
     results[t] = {run.o.storage, dq.storage, dk.storage, dv.storage};
   }
   EXPECT_EQ(results[0], results[1]);

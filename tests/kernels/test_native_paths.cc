@@ -16,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -49,6 +50,18 @@ const native::NativePathState& StateOf(const std::vector<native::NativePathState
     if (state.path == path) return state;
   }
   throw std::logic_error("no state for a native path");
+}
+
+// run() with every native family this CPU has enabled, then with none (the Highway paths), and
+// the full selection restored: {native, highway}.
+template <class Run>
+auto NativeAndHighway(const Run& run) {
+  EXPECT_TRUE(SelectNativePaths(""));
+  auto native = run();
+  EXPECT_TRUE(SelectNativePaths("none"));
+  auto highway = run();
+  EXPECT_TRUE(SelectNativePaths(""));
+  return std::pair{std::move(native), std::move(highway)};
 }
 
 TEST(NativePaths, CpuFeaturesMatchProcCpuinfo) {
@@ -182,17 +195,14 @@ TEST(NativePaths, Int8ProductsAreBitIdenticalWithAndWithoutVnni) {
                                 "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"}) {
     AttentionCase c({2, 4, 2, 131, 200, 72}, true, SinkMode::kLearned, Layout::kBTHD, 3);
     c.options.precision = ParsePrecision(precision);
-    ASSERT_TRUE(SelectNativePaths(""));
-    const KernelOutputs with = c.Run(false);
-    ASSERT_TRUE(SelectNativePaths("none"));
-    const KernelOutputs without = c.Run(false);
-    ASSERT_TRUE(SelectNativePaths(""));
+    const auto [with, without] = NativeAndHighway([&] { return c.Run(false); });
     EXPECT_EQ(with.o.storage, without.o.storage) << precision;
     EXPECT_EQ(with.lse, without.lse) << precision;
   }
 }
 
 bool AmxBf16Enabled() { return native::NativePathEnabled(native::NativePath::kAmxBf16); }
+
 
 // The score tile against sums in double of the same bf16 values: every row count of a 48-key
 // tile (full 16-key blocks, the copied tail, pairs of blocks and single ones), column counts
@@ -290,21 +300,8 @@ TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
     AttentionCase c(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
     c.options.precision = ParsePrecision(precision);
     const KIntervalOptions options = ParseKInterval(kint);
-    const auto run = [&] {
-      OwnedTensor o(1, 4, 90, 64, Layout::kBHTD);
-      const size_t rows = 4 * 90;
-      std::vector<float> m(rows), r(rows), z(rows), lse(rows);
-      std::vector<int32_t> argmax(rows), argmin(rows);
-      KIntervalForward(shape, c.options, options,
-                       {c.q.cview(), c.k.cview(), c.v.cview(), o.view(), {m.data(), r.data(),
-                        z.data(), lse.data(), argmax.data(), argmin.data()}});
-      return o.Dense();
-    };
-    ASSERT_TRUE(SelectNativePaths(""));
-    const std::vector<double> amx = run();
-    ASSERT_TRUE(SelectNativePaths("none"));
-    const std::vector<double> highway = run();
-    ASSERT_TRUE(SelectNativePaths(""));
+    const auto [amx, highway] = NativeAndHighway(
+        [&] { return RunKIntervalForward(c, options, Layout::kBHTD).o.Dense(); });
     // Nearest may round a score within float rounding of a half-node the other way.
     EXPECT_LE(ScaledMaxError(amx, highway), std::string(kint).find("nearest") != std::string::npos ? 0.5 : 1e-5)
         << kint;
@@ -369,11 +366,7 @@ TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
     const std::string what = std::string(k.precision) + " D " + std::to_string(k.shape.head_dim) +
                              " T " + std::to_string(k.shape.q_len) + "x" +
                              std::to_string(k.shape.kv_len);
-    ASSERT_TRUE(SelectNativePaths(""));
-    const KernelOutputs amx = c.Run();
-    ASSERT_TRUE(SelectNativePaths("none"));
-    const KernelOutputs highway = c.Run();
-    ASSERT_TRUE(SelectNativePaths(""));
+    const auto [amx, highway] = NativeAndHighway([&] { return c.Run(); });
     EXPECT_NE(amx.dq.storage, highway.dq.storage) << what << ": the tiles did not run";
     // The scores' fp32 sums differ in order, so an entry of P or dS within rounding of a bf16
     // midpoint may round the other way: a few rows may move by a bf16 step.
@@ -398,11 +391,7 @@ TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
     AttentionCase c({1, 2, 1, 100, 100, 64}, true, SinkMode::kNone, Layout::kBHTD, 3);
     c.options.precision = ParsePrecision("qk=bf16,bwd=bf16");
     c.d_o.storage[70] = INFINITY;
-    ASSERT_TRUE(SelectNativePaths(""));
-    const KernelOutputs amx = c.Run();
-    ASSERT_TRUE(SelectNativePaths("none"));
-    const KernelOutputs highway = c.Run();
-    ASSERT_TRUE(SelectNativePaths(""));
+    const auto [amx, highway] = NativeAndHighway([&] { return c.Run(); });
     const auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
       return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
     };
@@ -417,18 +406,12 @@ TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
     c.options.precision = ParsePrecision("qk=bf16,bwd=bf16");
     const KIntervalOptions options = ParseKInterval(kint);
     const auto run = [&] {
-      const size_t rows = 2 * 150;
-      OwnedTensor o(1, 2, 150, 64, Layout::kBHTD), dq(1, 2, 150, 64, Layout::kBHTD);
+      KIntervalRun forward = RunKIntervalForward(c, options, Layout::kBHTD);
+      OwnedTensor dq(1, 2, 150, 64, Layout::kBHTD);
       OwnedTensor dk(1, 1, 200, 64, Layout::kBHTD), dv(1, 1, 200, 64, Layout::kBHTD);
-      std::vector<float> m(rows), r(rows), z(rows), lse(rows);
-      std::vector<int32_t> argmax(rows), argmin(rows);
-      const KIntervalSaved saved{m.data(), r.data(), z.data(), lse.data(), argmax.data(),
-                                 argmin.data()};
-      KIntervalForward(shape, c.options, options,
-                       {c.q.cview(), c.k.cview(), c.v.cview(), o.view(), saved});
       KIntervalBackward(shape, c.options, options,
-                        {c.q.cview(), c.k.cview(), c.v.cview(), o.cview(), c.d_o.cview(), saved,
-                         dq.view(), dk.view(), dv.view()});
+                        {c.q.cview(), c.k.cview(), c.v.cview(), forward.o.cview(), c.d_o.cview(),
+                         forward.saved(), dq.view(), dk.view(), dv.view()});
       std::vector<double> all = dq.Dense();
       for (const OwnedTensor* t : {&dk, &dv}) {
         const std::vector<double> more = t->Dense();
@@ -436,11 +419,7 @@ TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
       }
       return all;
     };
-    ASSERT_TRUE(SelectNativePaths(""));
-    const std::vector<double> amx = run();
-    ASSERT_TRUE(SelectNativePaths("none"));
-    const std::vector<double> highway = run();
-    ASSERT_TRUE(SelectNativePaths(""));
+    const auto [amx, highway] = NativeAndHighway(run);
     EXPECT_NE(amx, highway) << kint << ": the tiles did not run";
     EXPECT_LE(ScaledMaxError(amx, highway), 4e-3) << kint;
   }
@@ -569,21 +548,8 @@ TEST(NativePaths, AmxBf16WeightsTimesValuesMatchTheHighwayPath) {
   AttentionCase k(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
   k.options.precision = ParsePrecision(precision);
   const KIntervalOptions options = ParseKInterval("K=16,cal=window,round=lerp");
-  const auto run = [&] {
-    OwnedTensor o(1, 4, 90, 64, Layout::kBHTD);
-    const size_t rows = 4 * 90;
-    std::vector<float> m(rows), r(rows), z(rows), lse(rows);
-    std::vector<int32_t> argmax(rows), argmin(rows);
-    KIntervalForward(shape, k.options, options,
-                     {k.q.cview(), k.k.cview(), k.v.cview(), o.view(),
-                      {m.data(), r.data(), z.data(), lse.data(), argmax.data(), argmin.data()}});
-    return o.Dense();
-  };
-  ASSERT_TRUE(SelectNativePaths(""));
-  const std::vector<double> tiles = run();
-  ASSERT_TRUE(SelectNativePaths("none"));
-  const std::vector<double> highway = run();
-  ASSERT_TRUE(SelectNativePaths(""));
+  const auto [tiles, highway] = NativeAndHighway(
+      [&] { return RunKIntervalForward(k, options, Layout::kBHTD).o.Dense(); });
   ExpectRowsClose(tiles, highway, 64, "K-interval");
 }
 
