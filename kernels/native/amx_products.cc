@@ -115,15 +115,18 @@ __attribute__((target("avx512f"))) void ScaleTile(float* out, size_t out_stride,
   }
 }
 
-// The int32 sums stored in out's place become float(sum) * (row_scale * col_scale).
-__attribute__((target("avx512f"))) void ScaleIntTile(float* out, size_t out_stride, size_t rows,
-                                                      size_t cols, const float* row_scale,
-                                                      const float* col_scale) {
+// The sums stored in out's place (int32 with kIntSums, else fp32) become float(sum) *
+// (row_scale * col_scale).
+template <bool kIntSums>
+__attribute__((target("avx512f"))) void ScaleRowsAndColumns(float* out, size_t out_stride,
+                                                             size_t rows, size_t cols,
+                                                             const float* row_scale,
+                                                             const float* col_scale) {
   for (size_t j = 0; j < rows; ++j) {
     const __m512 rs = _mm512_set1_ps(row_scale[j]);
     for (size_t i = 0; i < cols; i += 16) {
       float* p = out + j * out_stride + i;
-      const __m512 sums = _mm512_cvtepi32_ps(_mm512_loadu_si512(p));
+      const __m512 sums = kIntSums ? _mm512_cvtepi32_ps(_mm512_loadu_si512(p)) : _mm512_loadu_ps(p);
       _mm512_storeu_ps(p, _mm512_mul_ps(sums, _mm512_mul_ps(rs, _mm512_loadu_ps(col_scale + i))));
     }
   }
@@ -152,17 +155,27 @@ void AmxInt8ScoreTile(const int8_t* keys, size_t key_stride, size_t rows, const 
                       const float* col_scale, float* out, size_t out_stride, int8_t* tail) {
   AmxInt8MatMul(keys, key_stride, rows, q_quads, 4 * width, cols, dim,
                 reinterpret_cast<int32_t*>(out), out_stride, tail);
-  ScaleIntTile(out, out_stride, rows, (cols + 15) / 16 * 16, row_scale, col_scale);
+  ScaleRowsAndColumns<true>(out, out_stride, rows, (cols + 15) / 16 * 16, row_scale, col_scale);
   // The rows past `rows` hold int32 zeros, whose bits are float zeros already.
 }
 
 void AmxBf16ScoreTile(const uint16_t* keys, size_t key_stride, size_t rows,
-                      const uint16_t* q_pairs, size_t width, size_t cols, size_t dim,
+                      const uint16_t* q_pairs, size_t width, size_t cols, size_t depth,
                       float scale, float* out, size_t out_stride, uint16_t* tail) {
-  AmxBf16MatMul(keys, key_stride, rows, q_pairs, 2 * width, cols, dim, false, out, out_stride,
+  AmxBf16MatMul(keys, key_stride, rows, q_pairs, 2 * width, cols, depth, false, out, out_stride,
                 tail);
   ScaleTile(out, out_stride, (rows + kTileRows - 1) / kTileRows * kTileRows, (cols + 15) / 16 * 16,
             scale);
+}
+
+void AmxBf16ScaledScoreTile(const uint16_t* keys, size_t key_stride, size_t rows,
+                            const uint16_t* q_pairs, size_t width, size_t cols, size_t depth,
+                            const float* row_scale, const float* col_scale, float* out,
+                            size_t out_stride, uint16_t* tail) {
+  AmxBf16MatMul(keys, key_stride, rows, q_pairs, 2 * width, cols, depth, false, out, out_stride,
+                tail);
+  // The rows past `rows` hold zero sums already.
+  ScaleRowsAndColumns<false>(out, out_stride, rows, (cols + 15) / 16 * 16, row_scale, col_scale);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void AmxBf16WeightPairs(

@@ -35,11 +35,18 @@ void AmxInt8MatMul(const int8_t* a, size_t a_stride, size_t rows, const int8_t* 
                    int8_t* tail);
 
 // S^T = scale * K Q^T for one score tile, fp32, key-major (out[j * out_stride + i]): keys as A
-// (rows of `dim` codes, row stride key_stride), the query panel as B (pair rows of width
-// queries, width >= cols rounded up to 16), the scale applied as the tile is stored.
+// (rows of `depth` codes, row stride key_stride: the head dimension, or 4 times it for the
+// fp16 split), the query panel as B (pair rows of width queries, width >= cols rounded up to
+// 16), the scale applied as the tile is stored.
 void AmxBf16ScoreTile(const uint16_t* keys, size_t key_stride, size_t rows,
-                      const uint16_t* q_pairs, size_t width, size_t cols, size_t dim,
+                      const uint16_t* q_pairs, size_t width, size_t cols, size_t depth,
                       float scale, float* out, size_t out_stride, uint16_t* tail);
+// The same with a scale per key and per query (fp8 codes' token scales): out[j * out_stride +
+// i] = sum * (row_scale[j] * col_scale[i]), as the int8 tile scales its sums.
+void AmxBf16ScaledScoreTile(const uint16_t* keys, size_t key_stride, size_t rows,
+                            const uint16_t* q_pairs, size_t width, size_t cols, size_t depth,
+                            const float* row_scale, const float* col_scale, float* out,
+                            size_t out_stride, uint16_t* tail);
 
 // The int8 score tile: out[j * out_stride + i] = float(sum_c k_jc q_ic) * (row_scale[j] *
 // col_scale[i]) for keys j < rows (rows past them, to the next 16, come out 0) and queries i <

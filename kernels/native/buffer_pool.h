@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <new>
+#include <utility>
 
 namespace lpattn::native {
 
@@ -24,6 +25,17 @@ struct PooledAllocator {
   PooledAllocator(const PooledAllocator<U>&) {}  // NOLINT(google-explicit-constructor)
   T* allocate(size_t n) { return static_cast<T*>(PoolAllocate(n * sizeof(T))); }
   void deallocate(T* p, size_t n) { PoolRelease(p, n * sizeof(T)); }
+  // A vector of n elements leaves them unwritten (default-initialised): every buffer is written
+  // in full before it is read, and zeroing first would cost a pass over each copy per call.
+  // An explicit value (vector(n, 0)) is still written.
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
   template <class U>
   bool operator==(const PooledAllocator<U>&) const { return true; }
 };

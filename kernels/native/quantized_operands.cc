@@ -273,12 +273,36 @@ size_t QuantizedOperands::BytesHeld() const {
   return bytes + tile_code_count_ * sizeof(uint16_t);
 }
 
+AmxScores QuantizedOperands::AmxScoresFor(const CodedKv& k) const {
+  const quant::Format query = precision_.QuerySpec().format;
+  if (!native::AmxBf16TakesDim(size_t(shape_.head_dim)) ||
+      !native::NativePathEnabled(native::NativePath::kAmxBf16)) {
+    return AmxScores::kOff;
+  }
+  if (k.data != nullptr) {
+    if (query == quant::Format::kBf16 && !k.fp16) return AmxScores::kBf16;
+    if (query == quant::Format::kFp16 && k.fp16) return AmxScores::kFp16;
+  }
+  const bool fp8 = query == quant::Format::kFp8E4M3 || query == quant::Format::kFp8E5M2;
+  if (k.codes8 != nullptr && fp8) return AmxScores::kFp8;
+  return AmxScores::kOff;
+}
+
 ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& problem) {
-  // bf16 Q and K on AMX: the forward packs the (bf16-valued) copy of Q per query tile.
-  problem.amx_qk = problem.k_codes.data != nullptr && !problem.k_codes.fp16 &&
-                   precision_.QuerySpec().format == quant::Format::kBf16 &&
-                   native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
-                   native::NativePathEnabled(native::NativePath::kAmxBf16);
+  // Q K^T on AMX: the forward rounds bf16 and fp16 Q as it packs each query tile, and packs
+  // fp8 Q from its codes; the float view is then not read.
+  problem.amx_qk = AmxScoresFor(problem.k_codes);
+  if (problem.amx_qk == AmxScores::kBf16 || problem.amx_qk == AmxScores::kFp16) return q;
+  if (problem.amx_qk == AmxScores::kFp8) {
+    Buffer<float>& scales = copies_.emplace_back();
+    const Buffer<uint8_t>& codes = int8_rows_.emplace_back(Int8Codes(
+        q, precision_.QuerySpec(), shape_.heads, shape_.q_len, "lpattn quantized Q", scales));
+    problem.q_codes.strides = ContiguousBHTD(shape_.heads, shape_.q_len, shape_.head_dim);
+    problem.q_codes.codes8 = codes.data();
+    problem.q_codes.token_scales = scales.data();
+    problem.q_codes.e5m2 = precision_.QuerySpec().format == quant::Format::kFp8E5M2;
+    return q;
+  }
   if (!NativeInt8(precision_.KeySpec())) return Query(q);
   problem.amx_qk8 = problem.int_qk.k_rows != nullptr &&
                     native::NativePathEnabled(native::NativePath::kAmxInt8);

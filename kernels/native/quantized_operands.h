@@ -80,6 +80,9 @@ class QuantizedOperands {
   // byte an element and a scale per token (quant::QuantizeToCodes), decoded per key tile.
   bool NativeFp8(const quant::QuantSpec& spec) const;
   CodedKv EncodeFp8(ConstTensor t, const quant::QuantSpec& spec, const char* what);
+  // How the score product can run on AMX bf16 tiles with K coded as `k` (PrepareKv's) and Q in
+  // the precision's format: bf16 with bf16, fp16 with fp16, fp8 with fp8 (attention_problem.h).
+  AmxScores AmxScoresFor(const CodedKv& k) const;
   // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.
   bool NativeInt8(const quant::QuantSpec& key) const;
   // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.

@@ -119,6 +119,19 @@ inline ConstTensor OrCall(ConstTensor rounded, ConstTensor call) {
   return rounded.data != nullptr ? rounded : call;
 }
 
+// How the score product runs on AMX bf16 tiles. Every operand value is exactly a bf16 or a
+// sum of two, so the tiles' products are exact and only the fp32 sums' order differs.
+enum class AmxScores : uint8_t {
+  kOff,
+  kBf16,  // bf16 K codes read in place; Q's bf16 values
+  // fp16 K and Q: each value split exactly into hi + lo bf16 (hi its upper 16 bits), a key row
+  // read as [hi, lo, hi, lo] against a query's [hi, hi, lo, lo], so the product's depth is 4 D
+  kFp16,
+  // fp8 K and Q codes decoded to bf16 per tile (exact), each score times its query's and its
+  // key's scale
+  kFp8,
+};
+
 struct AttentionProblem {
   size_t batch, heads, kv_heads, q_len, kv_len, dim;
   bool causal;
@@ -131,9 +144,10 @@ struct AttentionProblem {
   CodedKv k_codes, v_codes;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
   IntPv int_pv;  // P V from integer products when v or vt is set (dense forward with p = int8)
-  // bf16 Q K^T on AMX tiles (kernels/native/amx_products.h) when set: K from k_codes (bf16), each
-  // query tile packed as bf16 pairs (dense transforms' forward only).
-  bool amx_qk = false;
+  // Q K^T on AMX bf16 tiles (kernels/native/amx_products.h; dense transforms' forward only),
+  // with K from k_codes and each query tile packed as bf16 pairs (docs/math.md §4.1):
+  AmxScores amx_qk = AmxScores::kOff;
+  CodedKv q_codes;  // Q's fp8 codes and token scales, with amx_qk == kFp8
   // int8 Q K^T on AMX tiles (tdpbssd) when set: K from int_qk.k_rows, each query tile packed
   // as int8 quads. int_qk.k_rows without it (the tiles turned off since K was prepared): the
   // rows are widened to pairs per key tile for the Highway integer tile.

@@ -56,8 +56,9 @@ HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
   return {t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head),
           size_t(t.strides.token)};
 }
-// K or V rows of a head: from 16-bit codes when the problem holds them, else from t.
-HWY_INLINE HeadRows KvRowsOf(const ConstTensor& t, const CodedKv& coded, size_t b, size_t h) {
+// Rows of a head (K, V, or Q with fp8 codes): from the codes when the problem holds them, else
+// from t.
+HWY_INLINE HeadRows CodedRowsOf(const ConstTensor& t, const CodedKv& coded, size_t b, size_t h) {
   const size_t offset = b * size_t(coded.strides.batch) + h * size_t(coded.strides.head);
   if (coded.codes8 != nullptr) {  // dense codes: a token's scale sits at its row's index
     HeadRows rows{nullptr, size_t(coded.strides.token)};
@@ -128,6 +129,20 @@ struct TileWorkspace {
   }
   hwy::AlignedFreeUniquePtr<float[]> score_cache;
   size_t score_cache_keys = 0;
+
+  // The AMX score product's bf16 operands (score_tile-inl.h): a query tile's pair panel
+  // [depth / 2][kTileQ] words, one key tile's rows [kTileK][depth] and the tiles' scratch for a
+  // last block of fewer than 16 rows, depth up to 4 D (the fp16 split). Allocated on a thread's
+  // first AMX score tile.
+  static constexpr size_t kAmxDepth = 4 * kMaxHeadDim;
+  uint32_t* AmxQueryPairs() { return reinterpret_cast<uint32_t*>(AmxCodes()); }
+  uint16_t* AmxKeyRows() { return AmxCodes() + kAmxDepth * kTileQ; }
+  uint16_t* AmxTail() { return AmxCodes() + kAmxDepth * (kTileQ + kTileK); }
+  uint16_t* AmxCodes() {
+    if (!amx_codes) amx_codes = hwy::AllocateAligned<uint16_t>(kAmxDepth * (kTileQ + kTileK + 16));
+    return amx_codes.get();
+  }
+  hwy::AlignedFreeUniquePtr<uint16_t[]> amx_codes;
 };
 
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
@@ -227,101 +242,6 @@ HWY_INLINE LhsView KeyTile(const HeadRows& k, size_t first, size_t n, size_t dim
   if (!k.coded()) return {k.row(first), k.token_stride, 1};
   DecodeRows(k, first, n, dim, dim, scratch);
   return {scratch, dim, 1};
-}
-
-// The int8 path's query panel of one query tile (IntQk): pair p of query i at
-// panel[p][2 i .. 2 i + 1], and col_scale[i] = the query's scale times the score scale (0 for
-// the padding columns, whose codes are 0 too).
-HWY_INLINE void PackIntQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
-                               size_t nq, TileWorkspace& ws) {
-  const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
-  int16_t* panel = ws.int_panel.get();
-  std::fill(panel, panel + pairs * 2 * kTileQ, int16_t(0));
-  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
-  for (size_t i = 0; i < nq; ++i) {
-    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
-    for (size_t pair = 0; pair < pairs; ++pair) {
-      panel[pair * 2 * kTileQ + 2 * i] = q[2 * pair];
-      panel[pair * 2 * kTileQ + 2 * i + 1] = q[2 * pair + 1];
-    }
-    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
-  }
-}
-
-// The AMX int8 path's query panel of one query tile (AttentionProblem::amx_qk8): channel c of
-// query i at panel[(c / 4) * 4 kTileQ + 4 i + c % 4], zero past nq; col_scale as for the
-// integer tile (PackIntQueries).
-HWY_INLINE void PackInt8QueryQuads(const AttentionProblem& p, size_t b, size_t h, size_t i0,
-                                   size_t nq, TileWorkspace& ws) {
-  const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
-  int8_t* panel = reinterpret_cast<int8_t*>(ws.int_panel.get());
-  std::fill(panel, panel + p.dim * kTileQ, int8_t(0));
-  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
-  for (size_t i = 0; i < nq; ++i) {
-    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
-    for (size_t c = 0; c < p.dim; ++c) panel[(c / 4) * 4 * kTileQ + 4 * i + c % 4] = int8_t(q[c]);
-    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
-  }
-}
-
-// The AMX bf16 path's query panel of one query tile (AttentionProblem::amx_qk): channel c of
-// query i as a bf16 code at panel[(c / 2) * 2 kTileQ + 2 i + c % 2], zero past nq. The queries
-// hold bf16 values already (the precision's copy), so each code is the upper half of the
-// value's bits, and a channel pair's two codes are one 32-bit word.
-HWY_INLINE void PackBf16QueryPairs(const HeadRows& q, size_t i0, size_t nq, size_t dim,
-                                   TileWorkspace& ws) {
-  uint32_t* words = reinterpret_cast<uint32_t*>(ws.int_panel.get());  // [dim / 2][kTileQ]
-  std::fill(words, words + dim / 2 * kTileQ, 0u);
-  for (size_t i = 0; i < nq; ++i) {
-    const float* row = q.row(i0 + i);
-    for (size_t c = 0; c + 1 < dim; c += 2) {
-      uint32_t lo, hi;
-      std::memcpy(&lo, row + c, 4);
-      std::memcpy(&hi, row + c + 1, 4);
-      words[(c / 2) * kTileQ + i] = (hi & 0xFFFF0000u) | (lo >> 16);
-    }
-  }
-}
-
-// The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
-// q_panel, or in ws's int panel on the int8 and AMX paths), key-major with row stride kTileQ.
-// On the AMX path up to 15 rows past nk are written too (the tile's buffer has them).
-HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
-                          size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,
-                          TileWorkspace& ws) {
-  if (p.amx_qk) {
-    native::AmxBf16ScoreTile(k.codes + j0 * k.token_stride, k.token_stride, nk,
-                             reinterpret_cast<const uint16_t*>(ws.int_panel.get()), kTileQ,
-                             columns, p.dim, p.scale, out, kTileQ,
-                             reinterpret_cast<uint16_t*>(ws.key_rows.get()));
-    return;
-  }
-  if (p.amx_qk8) {
-    const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
-    native::AmxInt8ScoreTile(p.int_qk.k_rows + row0 * p.dim, p.dim, nk,
-                             reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, columns,
-                             p.dim, p.int_qk.k_scale + row0, ws.col_scale, out, kTileQ,
-                             reinterpret_cast<int8_t*>(ws.key_rows.get()));
-    return;
-  }
-  if (p.int_qk.k_rows != nullptr) {  // rows prepared for the tiles, which are off now
-    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
-    int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
-    for (size_t j = 0; j < nk; ++j) {
-      Int8RowToPairWords(p.int_qk.k_rows + (row0 + j) * p.dim, p.dim, words + j * pairs);
-    }
-    IntMatMul({words, pairs, 1, p.int_qk.k_scale + row0},
-              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
-    return;
-  }
-  if (p.int_qk.k != nullptr) {
-    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
-    IntMatMul({p.int_qk.k + row0 * pairs, pairs, 1, p.int_qk.k_scale + row0},
-              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
-    return;
-  }
-  MatMul<false>(KeyTile(k, j0, nk, p.dim, ws.key_rows.get()), {q_panel, kTileQ}, {out, kTileQ},
-                nk, columns, p.dim);
 }
 
 // Rows x cols of a tile (row stride `stride`) rounded in place to `format` with `scale`, exactly

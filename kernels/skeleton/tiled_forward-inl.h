@@ -22,6 +22,7 @@
 #include "hwy/highway.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
+#include "kernels/skeleton/score_tile-inl.h"
 #include "kernels/skeleton/sparse_tiles-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "kernels/skeleton/tile_workspace-inl.h"
@@ -41,28 +42,20 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
   const bool two_views = second.q.data != nullptr;
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
-    const HeadRows q = RowsOf(args.q, b, h);
-    const HeadRows k = KvRowsOf(args.k, p.k_codes, b, h / p.group());
-    const HeadRows v = KvRowsOf(args.v, p.v_codes, b, h / p.group());
+    const HeadRows q = CodedRowsOf(args.q, p.q_codes, b, h);
+    const HeadRows k = CodedRowsOf(args.k, p.k_codes, b, h / p.group());
+    const HeadRows v = CodedRowsOf(args.v, p.v_codes, b, h / p.group());
     float* q_panel = ws.panel_a.get();
     float* scores = ws.scores.get();
     float* out = ws.acc_a.get();
-    if (p.amx_qk8) {
-      PackInt8QueryQuads(p, b, h, i0, nq, ws);
-    } else if (p.int_qk.q != nullptr) {
-      PackIntQueries(p, b, h, i0, nq, ws);
-    } else if (p.amx_qk) {
-      PackBf16QueryPairs(q, i0, nq, dim, ws);
-    } else {
-      PackTransposed(q, i0, nq, dim, p.scale, kTileQ, q_panel, p.unit_queries);
-    }
+    PackQueries(p, q, b, h, i0, nq, q_panel, ws);
     if (two_views) PackTransposed(RowsOf(second.q, b, h), i0, nq, dim, p.scale, kTileQ,
                                   ws.panel_b.get(), p.unit_queries);
     std::fill(out, out + kTileQ * padded_dim, 0.0f);
     const bool amx_pv = !Transform::kSparseWeights && AmxPvEnabled(p);
     const bool amx_pv8 = !Transform::kSparseWeights && AmxIntPvEnabled(p);
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (p.amx_qk || p.amx_qk8 || amx_pv || amx_pv8) tiles.emplace();
+    if (p.amx_qk != AmxScores::kOff || p.amx_qk8 || amx_pv || amx_pv8) tiles.emplace();
     float* out_t = ws.acc_b.get();  // the dim-major accumulator of P V on tiles
     if (amx_pv || amx_pv8) std::fill(out_t, out_t + padded_dim * kTileQ, 0.0f);
     typename Transform::ForwardState state;

@@ -253,11 +253,12 @@ TEST(NativePaths, AmxBf16ScoreTileMatchesDoubleSums) {
   }
 }
 
-// The whole kernels with bf16 Q and K: AMX tiles for the score product against the Highway
-// path (decoded K, fp32 products) and against the reference, exact and K-interval, causal and
-// not, GQA, sinks, [B, T, H, D] strides, key counts with tails, each head dimension the tiles
-// take and one they do not (which falls back), through the per-call and the prepared K/V.
-TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
+// The whole kernels with bf16, fp16 (split into two bf16) and fp8 (decoded to bf16) Q and K:
+// AMX tiles for the score product against the Highway path (decoded K, fp32 products) and
+// against the reference, exact and K-interval, causal and not, GQA, sinks, [B, T, H, D]
+// strides, key counts with tails, each head dimension the tiles take and one they do not
+// (which falls back), through the per-call and the prepared K/V.
+TEST(NativePaths, AmxScoresMatchTheHighwayPathAndTheReference) {
   if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
   struct Case {
     AttentionShape shape;
@@ -272,7 +273,8 @@ TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
       {{1, 1, 1, 17, 17, 256}, true, SinkMode::kNone, Layout::kBTHD},
       {{1, 2, 2, 64, 64, 80}, true, SinkMode::kNone, Layout::kBHTD},  // 80: not taken
   };
-  const char* precision = "qk=bf16,pv=bf16";
+  for (const char* precision : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=fp8e4m3,pv=fp8e4m3",
+                                "qk=fp8e5m2,pv=bf16,gran=tensor"}) {
   for (const Case& k : cases) {
     AttentionCase c(k.shape, k.causal, k.sink, k.layout, 11);
     c.options.precision = ParsePrecision(precision);
@@ -286,7 +288,8 @@ TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
     ASSERT_TRUE(SelectNativePaths("none"));
     const KernelOutputs highway = c.Run(false);
     ASSERT_TRUE(SelectNativePaths(""));
-    const std::string what = "D " + std::to_string(k.shape.head_dim) + " Tk " + std::to_string(k.shape.kv_len);
+    const std::string what = std::string(precision) + " D " + std::to_string(k.shape.head_dim) +
+                             " Tk " + std::to_string(k.shape.kv_len);
     EXPECT_LE(ScaledMaxError(amx.o.Dense(), highway.o.Dense()), 1e-6) << what;
     EXPECT_LE(ScaledMaxError(ToDouble(amx.lse), ToDouble(highway.lse)), 1e-6) << what;
     EXPECT_EQ(amx.o.storage, amx_prepared.o.storage) << what;
@@ -304,7 +307,8 @@ TEST(NativePaths, AmxBf16ScoresMatchTheHighwayPathAndTheReference) {
         [&] { return RunKIntervalForward(c, options, Layout::kBHTD).o.Dense(); });
     // Nearest may round a score within float rounding of a half-node the other way.
     EXPECT_LE(ScaledMaxError(amx, highway), std::string(kint).find("nearest") != std::string::npos ? 0.5 : 1e-5)
-        << kint;
+        << precision << " " << kint;
+  }
   }
 }
 

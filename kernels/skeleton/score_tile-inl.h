@@ -1,0 +1,254 @@
+// The forward's score product seam (docs/design.md §3, §4): each query tile packed once in the
+// form its product reads, and S^T = scale K Q^T per key tile on the path the problem chose:
+// fp32 register tiles, the integer tile on int8 codes, AMX int8 tiles, or AMX bf16 tiles, which
+// also take fp16 and fp8 operands as exact bf16 codes made tile by tile (docs/math.md §4.1).
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_SKELETON_SCORE_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_SKELETON_SCORE_TILE_INL_H_
+#undef LPATTN_KERNELS_SKELETON_SCORE_TILE_INL_H_
+#else
+#define LPATTN_KERNELS_SKELETON_SCORE_TILE_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "kernels/native/amx_products.h"
+#include "kernels/native/int_matmul_tile-inl.h"
+#include "kernels/skeleton/attention_problem.h"
+#include "kernels/skeleton/matmul_tile-inl.h"
+#include "kernels/skeleton/tile_sizes.h"
+#include "kernels/skeleton/tile_workspace-inl.h"
+#include "quant/codec-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---- bf16 codes of the AMX score product (AttentionProblem::amx_qk) ---------------------------
+
+// Codes per row: the head dimension, or 4 times it for the fp16 split.
+HWY_INLINE size_t AmxDepth(const AttentionProblem& p) {
+  return p.amx_qk == AmxScores::kFp16 ? 4 * p.dim : p.dim;
+}
+
+// Lanes [c, c + N) of row t as fp32 values: the float rows, or the codes decoded (fp8 without
+// its token's scale).
+template <class DF>
+HWY_INLINE hn::Vec<DF> RowLanes(DF df, const HeadRows& src, size_t t, size_t c) {
+  namespace qn = quant::HWY_NAMESPACE;
+  const hn::RebindToSigned<DF> di;
+  if (src.codes8 != nullptr) {
+    const hn::Rebind<uint8_t, DF> d8;
+    const auto code = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
+                                                    hn::LoadU(d8, src.codes8 + t * src.token_stride + c)));
+    return src.e5m2 ? qn::DecodeMiniFloat<quant::kE5M2Layout>(df, code)
+                    : qn::DecodeMiniFloat<quant::kE4M3Layout>(df, code);
+  }
+  if (src.codes != nullptr) {
+    const hn::Rebind<uint16_t, DF> d16;
+    const auto code = hn::PromoteTo(di, hn::LoadU(d16, src.codes + t * src.token_stride + c));
+    return src.fp16 ? qn::DecodeFp16Lanes(df, code) : qn::DecodeMiniFloat<quant::kBf16Layout>(df, code);
+  }
+  return hn::LoadU(df, src.row(t) + c);
+}
+
+// The bf16 code of each lane, whose value must be a bf16 exactly: the upper half of its bits.
+template <class DF>
+HWY_INLINE void StoreBf16Codes(DF /* df */, hn::Vec<DF> exact, uint16_t* HWY_RESTRICT out) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::Rebind<uint16_t, DF> d16;
+  const auto code = hn::BitCast(hn::RebindToSigned<DF>(), hn::ShiftRight<16>(hn::BitCast(du, exact)));
+  hn::StoreU(hn::DemoteTo(d16, code), d16, out);
+}
+
+// Each lane x as hi + lo, both bf16 and exact for a value of at most 16 significant bits (fp16
+// has 11): hi is x's upper half and lo = x - hi the rest, which the subtraction leaves exact.
+template <class DF>
+HWY_INLINE void StoreSplitCodes(DF df, hn::Vec<DF> x, uint16_t* HWY_RESTRICT hi,
+                                uint16_t* HWY_RESTRICT lo) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto upper = hn::BitCast(df, hn::And(hn::BitCast(du, x), hn::Set(du, 0xFFFF0000u)));
+  StoreBf16Codes(df, upper, hi);
+  StoreBf16Codes(df, hn::Sub(x, upper), lo);
+}
+
+// Lanes [c, c + N) of row t as the AMX operand's values: codes decoded, or the call's floats
+// (bf16 and fp16 Q) rounded to the format as the quantizer's cast rounds them.
+template <class DF>
+HWY_INLINE hn::Vec<DF> AmxLanes(DF df, const HeadRows& src, size_t t, size_t c, AmxScores kind) {
+  const auto x = RowLanes(df, src, t, c);
+  if (src.coded() || kind == AmxScores::kFp8) return x;
+  const quant::Format format = kind == AmxScores::kFp16 ? quant::Format::kFp16 : quant::Format::kBf16;
+  return quant::HWY_NAMESPACE::RoundLanes(df, x, format, 1.0f);
+}
+
+// Row t of src as the AMX operand's codes: dim of them, or for the fp16 split 4 dim, a key as
+// [hi, lo, hi, lo] and a query as [hi, hi, lo, lo], whose product sums (qh + ql)(kh + kl) per
+// channel. dim is a multiple of 32, so of every target's lanes.
+HWY_INLINE void AmxCodeRow(const HeadRows& src, size_t t, size_t dim, AmxScores kind, bool key,
+                           uint16_t* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df);
+  if (kind != AmxScores::kFp16) {
+    for (size_t c = 0; c < dim; c += N) StoreBf16Codes(df, AmxLanes(df, src, t, c, kind), out + c);
+    return;
+  }
+  uint16_t* lo = out + (key ? dim : 2 * dim);
+  for (size_t c = 0; c < dim; c += N) {
+    StoreSplitCodes(df, AmxLanes(df, src, t, c, kind), out + c, lo + c);
+  }
+  if (key) {
+    std::memcpy(out + 2 * dim, out, 2 * dim * sizeof(uint16_t));
+  } else {
+    std::memcpy(out + dim, out, dim * sizeof(uint16_t));
+    std::memcpy(out + 3 * dim, lo, dim * sizeof(uint16_t));
+  }
+}
+
+// A query tile's pair panel for the AMX score product: code c of query i's row at
+// words[(c / 2) kTileQ + i] (half c % 2), zero past nq; for fp8, col_scale[i] = the query's
+// token scale times the score scale.
+HWY_INLINE void PackAmxQueryPairs(const AttentionProblem& p, const HeadRows& q, size_t i0,
+                                  size_t nq, TileWorkspace& ws) {
+  const size_t depth = AmxDepth(p);
+  uint32_t* words = ws.AmxQueryPairs();
+  std::fill(words, words + depth / 2 * kTileQ, 0u);
+  HWY_ALIGN uint16_t row[TileWorkspace::kAmxDepth];
+  for (size_t i = 0; i < nq; ++i) {
+    AmxCodeRow(q, i0 + i, p.dim, p.amx_qk, false, row);
+    for (size_t w = 0; w < depth / 2; ++w) {
+      words[w * kTileQ + i] = uint32_t(row[2 * w]) | uint32_t(row[2 * w + 1]) << 16;
+    }
+  }
+  if (p.amx_qk == AmxScores::kFp8) {
+    std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+    for (size_t i = 0; i < nq; ++i) ws.col_scale[i] = q.token_scales[i0 + i] * p.scale;
+  }
+}
+
+// S^T of keys [j0, j0 + nk) on AMX bf16 tiles: bf16 K's codes in place, fp16 and fp8 ones
+// converted into ws first.
+HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_t j0, size_t nk,
+                             size_t columns, float* out, TileWorkspace& ws) {
+  const uint16_t* pairs = reinterpret_cast<const uint16_t*>(ws.AmxQueryPairs());
+  uint16_t* tail = ws.AmxTail();
+  const size_t depth = AmxDepth(p);
+  if (p.amx_qk == AmxScores::kBf16) {
+    native::AmxBf16ScoreTile(k.codes + j0 * k.token_stride, k.token_stride, nk, pairs, kTileQ,
+                             columns, depth, p.scale, out, kTileQ, tail);
+    return;
+  }
+  uint16_t* rows = ws.AmxKeyRows();
+  for (size_t j = 0; j < nk; ++j) AmxCodeRow(k, j0 + j, p.dim, p.amx_qk, true, rows + j * depth);
+  if (p.amx_qk == AmxScores::kFp8) {
+    native::AmxBf16ScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth,
+                                   k.token_scales + j0, ws.col_scale, out, kTileQ, tail);
+  } else {
+    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, p.scale, out, kTileQ,
+                             tail);
+  }
+}
+
+// ---- the seam ---------------------------------------------------------------------------------
+
+// The int8 path's query panel of one query tile (IntQk): pair p of query i at
+// panel[p][2 i .. 2 i + 1], and col_scale[i] = the query's scale times the score scale (0 for
+// the padding columns, whose codes are 0 too).
+HWY_INLINE void PackIntQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
+                               size_t nq, TileWorkspace& ws) {
+  const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
+  int16_t* panel = ws.int_panel.get();
+  std::fill(panel, panel + pairs * 2 * kTileQ, int16_t(0));
+  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
+    for (size_t pair = 0; pair < pairs; ++pair) {
+      panel[pair * 2 * kTileQ + 2 * i] = q[2 * pair];
+      panel[pair * 2 * kTileQ + 2 * i + 1] = q[2 * pair + 1];
+    }
+    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+  }
+}
+
+// The AMX int8 path's query panel of one query tile (AttentionProblem::amx_qk8): channel c of
+// query i at panel[(c / 4) * 4 kTileQ + 4 i + c % 4], zero past nq; col_scale as for the
+// integer tile (PackIntQueries).
+HWY_INLINE void PackInt8QueryQuads(const AttentionProblem& p, size_t b, size_t h, size_t i0,
+                                   size_t nq, TileWorkspace& ws) {
+  const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
+  int8_t* panel = reinterpret_cast<int8_t*>(ws.int_panel.get());
+  std::fill(panel, panel + p.dim * kTileQ, int8_t(0));
+  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
+    for (size_t c = 0; c < p.dim; ++c) panel[(c / 4) * 4 * kTileQ + 4 * i + c % 4] = int8_t(q[c]);
+    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+  }
+}
+
+// The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
+// q_panel, or in ws by PackQueries on the integer and AMX paths), key-major with row stride kTileQ.
+// On the AMX path up to 15 rows past nk are written too (the tile's buffer has them).
+HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
+                          size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,
+                          TileWorkspace& ws) {
+  if (p.amx_qk != AmxScores::kOff) {
+    AmxScoreTile(p, k, j0, nk, columns, out, ws);
+    return;
+  }
+  if (p.amx_qk8) {
+    const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    native::AmxInt8ScoreTile(p.int_qk.k_rows + row0 * p.dim, p.dim, nk,
+                             reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, columns,
+                             p.dim, p.int_qk.k_scale + row0, ws.col_scale, out, kTileQ,
+                             reinterpret_cast<int8_t*>(ws.key_rows.get()));
+    return;
+  }
+  if (p.int_qk.k_rows != nullptr) {  // rows prepared for the tiles, which are off now
+    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
+    for (size_t j = 0; j < nk; ++j) {
+      Int8RowToPairWords(p.int_qk.k_rows + (row0 + j) * p.dim, p.dim, words + j * pairs);
+    }
+    IntMatMul({words, pairs, 1, p.int_qk.k_scale + row0},
+              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
+    return;
+  }
+  if (p.int_qk.k != nullptr) {
+    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    IntMatMul({p.int_qk.k + row0 * pairs, pairs, 1, p.int_qk.k_scale + row0},
+              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
+    return;
+  }
+  MatMul<false>(KeyTile(k, j0, nk, p.dim, ws.key_rows.get()), {q_panel, kTileQ}, {out, kTileQ},
+                nk, columns, p.dim);
+}
+
+// A query tile in the form the call's score product reads: q_panel (fp32, transposed and
+// scaled) or ws's integer or AMX panel.
+HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t b, size_t h,
+                            size_t i0, size_t nq, float* q_panel, TileWorkspace& ws) {
+  if (p.amx_qk8) {
+    PackInt8QueryQuads(p, b, h, i0, nq, ws);
+  } else if (p.int_qk.q != nullptr) {
+    PackIntQueries(p, b, h, i0, nq, ws);
+  } else if (p.amx_qk != AmxScores::kOff) {
+    PackAmxQueryPairs(p, q, i0, nq, ws);
+  } else {
+    PackTransposed(q, i0, nq, p.dim, p.scale, kTileQ, q_panel, p.unit_queries);
+  }
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // LPATTN_KERNELS_SKELETON_SCORE_TILE_INL_H_
