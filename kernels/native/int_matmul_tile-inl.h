@@ -139,7 +139,90 @@ __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
   }
 }
 
+// u8 x s8 products (vpdpbusd: four byte products summed into each int32 lane, four times an
+// fp32 FMA's multiply-accumulates). The left operand's element (r, k) is a word of four codes,
+// broadcast; the right operand is a panel of quads, quad k of column i at
+// data[(k * width + i) * 4 .. + 3]. One side is unsigned: the panel with kUnsignedRows false
+// (a signed q entering as q + 128, its bits xor 0x80, the sums corrected by -128 * row_sum),
+// else the rows (P's int8 codes, never negative).
+struct QuadRows {
+  const int8_t* data;        // word (r, k) at data + 4 * (r * row_stride + k * inner_stride)
+  size_t row_stride, inner_stride;
+  const int32_t* row_sums;   // per row: the sum of its codes (a biased panel), else null
+  const float* row_scale;
+};
+struct QuadPanel {
+  const int8_t* data;        // [quads][width][4]
+  size_t width;
+  const float* col_scale;
+};
+
+// C[r0 + r][c0 : c0 + 16 kVecs] (+)= row_scale * col_scale * sum over quads, for kRows rows:
+// the same expression as IntMicroTile's, so the two agree bit for bit on the same codes.
+template <size_t kRows, size_t kVecs, bool kUnsignedRows, bool kAccumulate>
+__attribute__((target("avx512f,avx512vnni"))) void QuadMicroTileVnni(
+    const QuadRows& a, size_t r0, const QuadPanel& b, size_t c0, const OutView& c,
+    size_t quads) {
+  constexpr size_t N = 16;
+  __m512i acc[kRows][kVecs];
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_si512();
+  }
+  const int8_t* a_ptr = a.data + 4 * r0 * a.row_stride;
+  const int8_t* b_ptr = b.data + 4 * c0;
+  for (size_t k = 0; k < quads; ++k) {
+    __m512i bv[kVecs];
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) bv[v] = _mm512_loadu_si512(b_ptr + 4 * v * N);
+#pragma GCC unroll 8
+    for (size_t r = 0; r < kRows; ++r) {
+      int32_t word;
+      __builtin_memcpy(&word, a_ptr + 4 * r * a.row_stride, 4);
+      const __m512i av = _mm512_set1_epi32(word);
+#pragma GCC unroll 4
+      for (size_t v = 0; v < kVecs; ++v) {
+        acc[r][v] = kUnsignedRows ? _mm512_dpbusd_epi32(acc[r][v], av, bv[v])
+                                  : _mm512_dpbusd_epi32(acc[r][v], bv[v], av);
+      }
+    }
+    a_ptr += 4 * a.inner_stride;
+    b_ptr += 4 * b.width;
+  }
+#pragma GCC unroll 8
+  for (size_t r = 0; r < kRows; ++r) {
+    const __m512 row_scale = _mm512_set1_ps(a.row_scale[r0 + r]);
+    const __m512i bias = _mm512_set1_epi32(a.row_sums ? 128 * a.row_sums[r0 + r] : 0);
+    float* c_row = c.data + (r0 + r) * c.row_stride + c0;
+#pragma GCC unroll 4
+    for (size_t v = 0; v < kVecs; ++v) {
+      const __m512 scales = _mm512_mul_ps(row_scale, _mm512_loadu_ps(b.col_scale + c0 + v * N));
+      const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], bias));
+      const __m512 prior = kAccumulate ? _mm512_loadu_ps(c_row + v * N) : _mm512_setzero_ps();
+      _mm512_storeu_ps(c_row + v * N, _mm512_fmadd_ps(sums, scales, prior));
+    }
+  }
+}
+
 #pragma GCC diagnostic pop
+
+// C (rows x cols) (+)= the scaled u8 x s8 product; cols a multiple of 16.
+template <bool kUnsignedRows, bool kAccumulate = false>
+HWY_INLINE void QuadMatMulVnni(const QuadRows& a, const QuadPanel& b, const OutView& c,
+                               size_t rows, size_t cols, size_t quads) {
+  constexpr size_t N = 16;
+  for (size_t r0 = 0; r0 < rows; r0 += kMicroRows) {
+    WithRowCount(std::min(kMicroRows, rows - r0), [&](auto kRows) HWY_ATTR {
+      constexpr size_t kR = decltype(kRows)::value;
+      size_t c0 = 0;
+      for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
+        QuadMicroTileVnni<kR, kMicroVecs, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
+      }
+      if (c0 < cols) QuadMicroTileVnni<kR, 1, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
+    });
+  }
+}
 
 #endif  // HWY_TARGET == HWY_AVX3
 

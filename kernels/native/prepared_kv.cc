@@ -24,7 +24,7 @@ PreparedKv::PreparedKv(const AttentionShape& shape, const Precision& precision, 
                         impl->coded.k_codes.data == nullptr && impl->coded.k_codes.codes8 == nullptr;
     if (k_read && impl->views.k.data == k.data) impl->views.k = impl->storage.OwnKeyShaped(k);
     const bool v_read = impl->coded.v_codes.data == nullptr && impl->coded.v_codes.codes8 == nullptr &&
-                        impl->coded.int_pv.v == nullptr && impl->coded.int_pv.vt == nullptr &&
+                        !impl->coded.int_pv.set() &&
                         impl->coded.amx_pv.vt == nullptr;
     if (v_read && impl->views.v.data == v.data) {
       impl->views.v = impl->storage.OwnKeyShaped(v);

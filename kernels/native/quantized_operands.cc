@@ -119,13 +119,25 @@ bool QuantizedOperands::AmxInt8Keys() const {
          native::NativePathEnabled(native::NativePath::kAmxInt8);
 }
 
+bool QuantizedOperands::VnniInt8Keys() const {
+  return shape_.head_dim % 4 == 0 && native::NativePathEnabled(native::NativePath::kAvx512Vnni);
+}
+
 void QuantizedOperands::EncodeInt8KeyRows(ConstTensor k, IntQk& out) {
   Buffer<float>& scales = copies_.emplace_back();
   Buffer<uint8_t>& codes = int8_rows_.emplace_back(Int8Codes(
       k, precision_.KeySpec(), shape_.kv_heads, shape_.kv_len, "lpattn quantized K", scales));
+  const size_t dim = size_t(shape_.head_dim);
+  Buffer<int32_t>& sums = int_keys_.emplace_back(scales.size());
+  for (size_t r = 0; r < sums.size(); ++r) {
+    int32_t sum = 0;
+    for (size_t c = 0; c < dim; ++c) sum += int8_t(codes[r * dim + c]);
+    sums[r] = sum;
+  }
   out.k_rows = reinterpret_cast<const int8_t*>(codes.data());
+  out.k_sums = sums.data();
   out.k_scale = scales.data();
-  out.pairs = (size_t(shape_.head_dim) + 1) / 2;
+  out.pairs = (dim + 1) / 2;
 }
 
 bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
@@ -177,6 +189,25 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
     out.vt_key_stride = key_stride;
     return out;
   }
+  if (native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
+    const size_t key_quads = (tokens + 3) / 4;
+    Buffer<uint8_t>& quads = int8_rows_.emplace_back(slices * key_quads * width * 4, uint8_t(0));
+    for (size_t slice = 0; slice < slices; ++slice) {
+      for (size_t j = 0; j < tokens; ++j) {
+        uint8_t* quad_row = quads.data() + (slice * key_quads + j / 4) * width * 4;
+        for (size_t c = 0; c < dim; ++c) quad_row[4 * c + j % 4] = codes[(slice * tokens + j) * dim + c];
+      }
+    }
+    if (scales.empty()) scales.push_back(0.0f);
+    IntPv out;
+    out.v_scales = scales.data();
+    out.scale_stride = per_channel ? dim : 0;
+    out.width = width;
+    out.key_pairs = key_pairs;
+    out.v_quads = reinterpret_cast<const int8_t*>(quads.data());
+    out.key_quads = key_quads;
+    return out;
+  }
   Buffer<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
   for (size_t slice = 0; slice < slices; ++slice) {
     for (size_t j = 0; j < tokens; ++j) {
@@ -221,7 +252,7 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
                                                         AttentionProblem& problem) {
   const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
   KvViews views{k, v};
-  if (NativeInt8(key) && AmxInt8Keys()) {
+  if (NativeInt8(key) && (AmxInt8Keys() || VnniInt8Keys())) {
     EncodeInt8KeyRows(k, problem.int_qk);
   } else if (NativeInt8(key)) {
     EncodeIntKeys(k, problem.int_qk);
@@ -304,8 +335,8 @@ ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& p
     return q;
   }
   if (!NativeInt8(precision_.KeySpec())) return Query(q);
-  problem.amx_qk8 = problem.int_qk.k_rows != nullptr &&
-                    native::NativePathEnabled(native::NativePath::kAmxInt8);
+  problem.amx_qk8 = problem.int_qk.k_rows != nullptr && AmxInt8Keys();
+  problem.vnni_qk8 = problem.int_qk.k_rows != nullptr && !problem.amx_qk8 && VnniInt8Keys();
   EncodeIntQueries(q, problem.int_qk);
   return q;
 }

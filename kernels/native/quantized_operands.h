@@ -88,12 +88,15 @@ class QuantizedOperands {
   // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.
   void EncodeIntQueries(ConstTensor q, IntQk& out);
   void EncodeIntKeys(ConstTensor k, IntQk& out);
-  // int8 K for AMX tiles (amx_int8 enabled, a head dimension they take): codes as rows.
+  // int8 K for AMX tiles (amx_int8 enabled, a head dimension they take) or the u8 x s8 VNNI
+  // tile (avx512_vnni enabled, head_dim a multiple of 4): codes as rows, with their sums.
   bool AmxInt8Keys() const;
+  bool VnniInt8Keys() const;
   void EncodeInt8KeyRows(ConstTensor k, IntQk& out);
   // int8 P V on the native path: p = int8, V in int8 with one scale per tensor.
   bool NativeInt8Pv(const quant::QuantSpec& value) const;
-  IntPv EncodeIntValues(ConstTensor v);  // pairs for the Highway tile, or V^T for AMX int8
+  // V^T for AMX int8, quads for the u8 x s8 VNNI tile, else pairs for the Highway tile.
+  IntPv EncodeIntValues(ConstTensor v);
   // bf16 V with p = bf16, a head dimension the tiles take, amx_bf16 and avx512_bf16 enabled
   // (V must also hold no inf or NaN: EncodeTransposedValues): the P V product on AMX tiles.
   bool AmxBf16Pv(const quant::QuantSpec& value) const;

@@ -36,8 +36,10 @@ struct IntQk {
   const int16_t* q = nullptr;   // [rows][2 pairs]
   const float* q_scale = nullptr;
   const int32_t* k = nullptr;   // [rows][pairs], each word the int16 pair (k[2p], k[2p + 1])
-  // Or, prepared for AMX int8 tiles (then k is null): K's codes as rows [rows][head_dim].
+  // Or, prepared for AMX int8 tiles or the u8 x s8 VNNI tile (then k is null): K's codes as
+  // rows [rows][head_dim], and each row's code sum (the VNNI tile's bias correction).
   const int8_t* k_rows = nullptr;
+  const int32_t* k_sums = nullptr;
   const float* k_scale = nullptr;
   size_t pairs = 0;
 };
@@ -67,6 +69,13 @@ struct IntPv {
   // [head_dim][vt_key_stride], zero from kv_len on (a tile step of 64 keys reads past a tile).
   const int8_t* vt = nullptr;
   size_t vt_key_stride = 0;
+  // Or, prepared for the u8 x s8 VNNI tile (then v and vt are null): quads of keys' codes
+  // interleaved column by column, per (batch, kv head) [key_quads][width][4], zero beyond
+  // head_dim and past the last key.
+  const int8_t* v_quads = nullptr;
+  size_t key_quads = 0;
+
+  bool set() const { return v != nullptr || vt != nullptr || v_quads != nullptr; }
 };
 
 // V transposed, as bf16 codes, for the P V product on AMX tiles (with P rounded to bf16): per
@@ -152,6 +161,9 @@ struct AttentionProblem {
   // as int8 quads. int_qk.k_rows without it (the tiles turned off since K was prepared): the
   // rows are widened to pairs per key tile for the Highway integer tile.
   bool amx_qk8 = false;
+  // int8 Q K^T on AVX-512 VNNI's u8 x s8 vpdpbusd when set (and the AVX3 code runs): K from
+  // int_qk.k_rows, each query tile packed as quads biased by 128 (score_tile-inl.h).
+  bool vnni_qk8 = false;
   AmxPv amx_pv;  // P V on AMX tiles when set and amx_bf16 is still enabled, else V^T decoded
   // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
   // before the P V product.

@@ -177,20 +177,35 @@ HWY_INLINE void PackIntQueries(const AttentionProblem& p, size_t b, size_t h, si
   }
 }
 
-// The AMX int8 path's query panel of one query tile (AttentionProblem::amx_qk8): channel c of
-// query i at panel[(c / 4) * 4 kTileQ + 4 i + c % 4], zero past nq; col_scale as for the
-// integer tile (PackIntQueries).
+// The int8 query panel of one query tile as quads: channel c of query i at
+// panel[(c / 4) * 4 kTileQ + 4 i + c % 4], zero past nq (AMX int8 tiles), or with every code
+// xor 0x80, q + 128 as an unsigned byte (the u8 x s8 VNNI tile, `biased`); col_scale as for
+// the integer tile (PackIntQueries).
 HWY_INLINE void PackInt8QueryQuads(const AttentionProblem& p, size_t b, size_t h, size_t i0,
-                                   size_t nq, TileWorkspace& ws) {
+                                   size_t nq, bool biased, TileWorkspace& ws) {
   const size_t pairs = p.int_qk.pairs, row0 = (b * p.heads + h) * p.q_len + i0;
-  int8_t* panel = reinterpret_cast<int8_t*>(ws.int_panel.get());
-  std::fill(panel, panel + p.dim * kTileQ, int8_t(0));
+  const uint8_t bias = biased ? 0x80 : 0x00;
+  uint8_t* panel = reinterpret_cast<uint8_t*>(ws.int_panel.get());
+  std::fill(panel, panel + p.dim * kTileQ, bias);
   std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
   for (size_t i = 0; i < nq; ++i) {
     const int16_t* q = p.int_qk.q + (row0 + i) * 2 * pairs;
-    for (size_t c = 0; c < p.dim; ++c) panel[(c / 4) * 4 * kTileQ + 4 * i + c % 4] = int8_t(q[c]);
+    for (size_t c = 0; c < p.dim; ++c) {
+      panel[(c / 4) * 4 * kTileQ + 4 * i + c % 4] = uint8_t(int8_t(q[c])) ^ bias;
+    }
     ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
   }
+}
+
+// Whether this target's int8 score product runs on the u8 x s8 VNNI tile
+// (AttentionProblem::vnni_qk8, taken by the AVX3 code only).
+HWY_INLINE bool VnniQuadScores(const AttentionProblem& p) {
+#if HWY_TARGET == HWY_AVX3
+  return p.vnni_qk8;
+#else
+  (void)p;
+  return false;
+#endif
 }
 
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
@@ -211,7 +226,17 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
                              reinterpret_cast<int8_t*>(ws.key_rows.get()));
     return;
   }
-  if (p.int_qk.k_rows != nullptr) {  // rows prepared for the tiles, which are off now
+#if HWY_TARGET == HWY_AVX3
+  if (p.vnni_qk8) {
+    const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    QuadMatMulVnni<false>({p.int_qk.k_rows + row0 * p.dim, p.dim / 4, 1, p.int_qk.k_sums + row0,
+                           p.int_qk.k_scale + row0},
+                          {reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, ws.col_scale},
+                          {out, kTileQ}, nk, columns, p.dim / 4);
+    return;
+  }
+#endif
+  if (p.int_qk.k_rows != nullptr) {  // rows prepared for the tiles, which this code cannot take
     const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
     int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
     for (size_t j = 0; j < nk; ++j) {
@@ -235,8 +260,8 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
 // scaled) or ws's integer or AMX panel.
 HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t b, size_t h,
                             size_t i0, size_t nq, float* q_panel, TileWorkspace& ws) {
-  if (p.amx_qk8) {
-    PackInt8QueryQuads(p, b, h, i0, nq, ws);
+  if (p.amx_qk8 || VnniQuadScores(p)) {
+    PackInt8QueryQuads(p, b, h, i0, nq, !p.amx_qk8, ws);
   } else if (p.int_qk.q != nullptr) {
     PackIntQueries(p, b, h, i0, nq, ws);
   } else if (p.amx_qk != AmxScores::kOff) {

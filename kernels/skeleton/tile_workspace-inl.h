@@ -290,44 +290,73 @@ HWY_INLINE void RoundBackwardBlock(const BackwardRounding& r, float* tile, size_
   RoundTile(tile, rows, stride, cols, r.format, scale);
 }
 
-// out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the tile's
-// weights (key-major) become int8 codes through p_scale, as RoundWeights would round them,
-// paired by key ([key pair][query] words), and the integer product with V's pair-interleaved
-// codes is scaled once per output channel by p_scale times V's scale (per tensor or channel). (A NaN weight has no int8 code: it adds 0.)
+// The tile's weights (key-major, kTileQ a key) as int8 codes through p_scale, exactly as
+// RoundWeights would round them, grouped by `group` keys (2: int16 pairs, 4: byte quads) into
+// words[g * kTileQ + i] for groups g < groups, zero past nk. (A NaN weight has no int8 code:
+// it adds 0.)
+template <size_t kGroup>
+HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, size_t columns,
+                                float p_scale, int32_t* HWY_RESTRICT words) {
+  namespace qn = quant::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const size_t N = hn::Lanes(df);
+  constexpr int kBits = 32 / kGroup;
+  const auto inv = hn::Set(df, p_scale);
+  const auto mask = hn::Set(di, (1 << kBits) - 1);
+  for (size_t g = 0; g < groups; ++g) {
+    for (size_t i = 0; i < columns; i += N) {
+      auto word = hn::Zero(di);
+      for (size_t r = 0; r < kGroup; ++r) {
+        const size_t j = kGroup * g + r;
+        if (j >= nk) break;
+        const auto code = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + j * kTileQ + i), inv));
+        word = hn::Or(word, hn::ShiftLeftSame(hn::And(code, mask), int(kBits * r)));
+      }
+      hn::StoreU(word, di, words + g * kTileQ + i);
+    }
+  }
+}
+
+// out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the weights'
+// int8 codes (PackWeightCodes) times V's codes, exact integer sums scaled once per output
+// channel by p_scale times V's scale (per tensor or channel). On the u8 x s8 VNNI tile when V
+// was prepared for it and the AVX3 code runs with avx512_vnni enabled (P's codes are never
+// negative: the unsigned side), else on the int16 pair tile.
 HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                       size_t j0, size_t nk, size_t nq, size_t columns,
                                       const float* weights, float* out, size_t padded_dim,
                                       TileWorkspace& ws) {
-  namespace qn = quant::HWY_NAMESPACE;
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const size_t N = hn::Lanes(df), pairs = (nk + 1) / 2;
-  const auto scale = hn::Set(df, p.p_scale);
-  const auto low = hn::Set(di, 0xFFFF);
-  for (size_t jp = 0; jp < pairs; ++jp) {
-    for (size_t i = 0; i < columns; i += N) {
-      const auto even = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + 2 * jp * kTileQ + i), scale));
-      const auto odd = 2 * jp + 1 < nk
-          ? qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + (2 * jp + 1) * kTileQ + i), scale))
-          : hn::Zero(di);
-      hn::StoreU(hn::Or(hn::And(even, low), hn::ShiftLeft<16>(odd)), di,
-                 ws.weight_pairs + jp * kTileQ + i);
-    }
-  }
+  const size_t pairs = (nk + 1) / 2, slice = b * p.kv_heads + kv_head;
   std::fill(ws.weight_scale, ws.weight_scale + nq, p.p_scale);
   const IntPv& v = p.int_pv;
-  const float* v_scales = v.v_scales + (b * p.kv_heads + kv_head) * v.scale_stride;
+  const float* v_scales = v.v_scales + slice * v.scale_stride;
   for (size_t c = 0; c < padded_dim; ++c) {  // padded channels: V's codes there are 0
     ws.value_scale[c] = c >= p.dim ? 0.0f : v.scale_stride == 0 ? v_scales[0] : v_scales[c];
   }
-  const int16_t* panel = v.v + ((b * p.kv_heads + kv_head) * v.key_pairs + j0 / 2) * v.width * 2;
-  if (v.vt != nullptr) {  // V^T prepared for AMX tiles that are off now: pairs of this tile
+#if HWY_TARGET == HWY_AVX3
+  if (v.v_quads != nullptr && native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
+    const size_t quads = (nk + 3) / 4;
+    PackWeightCodes<4>(weights, nk, quads, columns, p.p_scale, ws.weight_pairs);
+    QuadMatMulVnni<true, true>(
+        {reinterpret_cast<const int8_t*>(ws.weight_pairs), 1, kTileQ, nullptr, ws.weight_scale},
+        {v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4, v.width, ws.value_scale},
+        {out, padded_dim}, nq, padded_dim, quads);
+    return;
+  }
+#endif
+  PackWeightCodes<2>(weights, nk, pairs, columns, p.p_scale, ws.weight_pairs);
+  const int16_t* panel = v.v + (slice * v.key_pairs + j0 / 2) * v.width * 2;
+  if (v.v == nullptr) {  // V prepared for AMX tiles or the VNNI tile, which are off: this tile's pairs
     int16_t* pairs_of_tile = reinterpret_cast<int16_t*>(ws.key_rows.get());
     std::fill(pairs_of_tile, pairs_of_tile + pairs * v.width * 2, int16_t(0));
-    const int8_t* vt = v.vt + (b * p.kv_heads + kv_head) * p.dim * v.vt_key_stride;
     for (size_t j = 0; j < nk; ++j) {
       for (size_t c = 0; c < p.dim; ++c) {
-        pairs_of_tile[(j / 2) * v.width * 2 + 2 * c + j % 2] = vt[c * v.vt_key_stride + j0 + j];
+        const int8_t code =
+            v.vt != nullptr
+                ? v.vt[(slice * p.dim + c) * v.vt_key_stride + j0 + j]
+                : v.v_quads[((slice * v.key_quads + (j0 + j) / 4) * v.width + c) * 4 + (j0 + j) % 4];
+        pairs_of_tile[(j / 2) * v.width * 2 + 2 * c + j % 2] = code;
       }
     }
     panel = pairs_of_tile;
@@ -389,25 +418,12 @@ HWY_INLINE bool AmxIntPvEnabled(const AttentionProblem& p) {
 HWY_INLINE void AmxIntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                          size_t j0, size_t nk, size_t columns,
                                          const float* weights, float* out_t, TileWorkspace& ws) {
-  namespace qn = quant::HWY_NAMESPACE;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const size_t N = hn::Lanes(df);
   const auto inv = hn::Set(df, p.p_scale);
-  const auto byte = hn::Set(di, 0xFF);
   int32_t* quads = reinterpret_cast<int32_t*>(ws.rows.get());  // [16 quad rows][kTileQ] words
-  for (size_t jq = 0; jq < 16; ++jq) {
-    for (size_t i = 0; i < columns; i += N) {
-      auto word = hn::Zero(di);
-      for (size_t r = 0; r < 4; ++r) {
-        const size_t j = 4 * jq + r;
-        if (j >= nk) break;
-        const auto code = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + j * kTileQ + i), inv));
-        word = hn::Or(word, hn::ShiftLeftSame(hn::And(code, byte), int(8 * r)));
-      }
-      hn::StoreU(word, di, quads + jq * kTileQ + i);
-    }
-  }
+  PackWeightCodes<4>(weights, nk, 16, columns, p.p_scale, quads);
   const IntPv& v = p.int_pv;
   int32_t* sums = reinterpret_cast<int32_t*>(ws.acc_c.get());  // [dim][kTileQ]
   native::AmxInt8MatMul(v.vt + (b * p.kv_heads + kv_head) * p.dim * v.vt_key_stride + j0,

@@ -107,7 +107,7 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
           continue;
         }
         ScaleRows(out, nq, padded_dim, ws.factor);
-        if (p.int_pv.v != nullptr || p.int_pv.vt != nullptr) {  // rounds P itself, to its codes
+        if (p.int_pv.set()) {  // rounds P itself, to its codes
           IntWeightsTimesValues(p, b, h / p.group(), j0, nk, nq, columns, scores, out, padded_dim,
                                 ws);
           continue;

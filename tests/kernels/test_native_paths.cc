@@ -191,13 +191,28 @@ TEST(NativePaths, Int8ProductsAreBitIdenticalWithAndWithoutVnni) {
   }
   const ScopedTarget target("AVX3");
   ASSERT_TRUE(target.ok);
+  // D 72 and 36 take the u8 x s8 tile (vpdpbusd on K rows and biased Q quads) for Q K^T, 64 too
+  // with amx_int8 selected off; 70 the vpdpwssd pair tile.
   for (const char* precision : {"qk=int8,pv=int8,p=int8,gran=tensor", "qk=int8,pv=bf16,gran=token",
                                 "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"}) {
-    AttentionCase c({2, 4, 2, 131, 200, 72}, true, SinkMode::kLearned, Layout::kBTHD, 3);
-    c.options.precision = ParsePrecision(precision);
-    const auto [with, without] = NativeAndHighway([&] { return c.Run(false); });
-    EXPECT_EQ(with.o.storage, without.o.storage) << precision;
-    EXPECT_EQ(with.lse, without.lse) << precision;
+    for (const int64_t dim : {72, 36, 64, 70}) {
+      AttentionCase c({2, 4, 2, 131, 200, dim}, true, SinkMode::kLearned, Layout::kBTHD, 3);
+      c.options.precision = ParsePrecision(precision);
+      const std::string what = std::string(precision) + " D " + std::to_string(dim);
+      ASSERT_TRUE(SelectNativePaths("avx512_vnni"));
+      const KernelOutputs with = c.Run(false);
+      const PreparedKv prepared(c.shape, c.options.precision, c.k.cview(), c.v.cview());
+      ASSERT_TRUE(SelectNativePaths("none"));
+      const KernelOutputs without = c.Run(false);
+      // K rows prepared for the VNNI tile, read by the pair tile once it is off.
+      OwnedTensor o(2, 4, 131, dim, Layout::kBTHD);
+      std::vector<float> lse(with.lse.size());
+      ExactForward(c.shape, c.options, c.q.cview(), prepared, o.view(), lse.data());
+      ASSERT_TRUE(SelectNativePaths(""));
+      EXPECT_EQ(with.o.storage, without.o.storage) << what;
+      EXPECT_EQ(with.lse, without.lse) << what;
+      EXPECT_EQ(o.storage, without.o.storage) << what;
+    }
   }
 }
 

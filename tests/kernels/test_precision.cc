@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/precision.h"
+#include "kernels/native/native_paths.h"
 #include "kernels/prepared_kv.h"
 #include "tests/kernels/attention_case.h"
 
@@ -164,10 +165,15 @@ TEST(PreparedKv, ForwardMatchesThePlainCallAndHoldsLessStorage) {
         EXPECT_EQ(kv.StorageBytes(), size_t(2 * (2 * 2 * 130 * 32 + 2 * 2 * 130 * 4)));
       }
       if (std::string(precision).find("vgran=channel") != std::string::npos) {
-        // Both integer paths: K as int16 pairs with per-token scales, V as pair-interleaved
-        // int16 codes (head_dim padded to 32) with one scale per (batch, kv head, channel).
-        EXPECT_EQ(kv.StorageBytes(), size_t(2 * 2 * 130 * 16 * 4 + 2 * 2 * 130 * 4 +
-                                            2 * 2 * 65 * 32 * 2 * 2 + 2 * 2 * 32 * 4));
+        // Both integer paths, with per-token K scales and one V scale per (batch, kv head,
+        // channel): where the u8 x s8 VNNI tile runs, K as int8 rows with their code sums and
+        // V as int8 quads of keys (head_dim padded to 32), one byte an element; else K as
+        // int16 pairs and V as pair-interleaved int16 codes.
+        const bool vnni = native::NativePathEnabled(native::NativePath::kAvx512Vnni);
+        const size_t k_bytes = vnni ? 2 * 2 * 130 * 32 + 2 * 2 * 130 * 4 : 2 * 2 * 130 * 16 * 4;
+        const size_t v_bytes = vnni ? 2 * 2 * 33 * 4 * 32 : 2 * 2 * 65 * 32 * 2 * 2;  // keys padded to quads, pairs
+        EXPECT_EQ(kv.StorageBytes(),
+                  k_bytes + v_bytes + size_t(2 * 2 * 130 * 4 + 2 * 2 * 32 * 4));
       }
       EXPECT_EQ(o.storage, plain.o.storage);
       EXPECT_EQ(lse, plain.lse);
