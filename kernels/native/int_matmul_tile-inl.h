@@ -22,7 +22,7 @@
 #include <algorithm>
 
 #include "hwy/highway.h"
-#if HWY_TARGET == HWY_AVX3
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
 #include <immintrin.h>
 #endif
 #include "kernels/native/native_paths.h"
@@ -139,12 +139,33 @@ __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
   }
 }
 
-// u8 x s8 products (vpdpbusd: four byte products summed into each int32 lane, four times an
-// fp32 FMA's multiply-accumulates). The left operand's element (r, k) is a word of four codes,
-// broadcast; the right operand is a panel of quads, quad k of column i at
-// data[(k * width + i) * 4 .. + 3]. One side is unsigned: the panel with kUnsignedRows false
-// (a signed q entering as q + 128, its bits xor 0x80, the sums corrected by -128 * row_sum),
-// else the rows (P's int8 codes, never negative).
+#pragma GCC diagnostic pop
+
+#endif  // HWY_TARGET == HWY_AVX3
+
+// ---- u8 x s8 products (vpdpbusd) -------------------------------------------------------------
+// Four byte products summed into each int32 lane, four times an fp32 FMA's multiply-
+// accumulates: AVX-512 VNNI on the AVX3 target's 512-bit vectors, AVX-VNNI (VEX-encoded) on
+// the AVX2 target's 256-bit ones, each taken when its family is enabled. The left operand's
+// element (r, k) is a word of four codes, broadcast; the right operand is a panel of quads, quad
+// k of column i at data[(k * width + i) * 4 .. + 3]. One side is unsigned: the panel with
+// kUnsignedRows false (a signed q entering as q + 128, its bits xor 0x80, the sums corrected by
+// -128 * row_sum), else the rows (P's int8 codes, never negative).
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2  // callers test the same condition
+#if HWY_TARGET == HWY_AVX3
+#define LPATTN_QUAD_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+inline constexpr native::NativePath kQuadPath = native::NativePath::kAvx512Vnni;
+LPATTN_QUAD_ATTR HWY_INLINE __m512i QuadDot(__m512i acc, __m512i u8, __m512i s8) {
+  return _mm512_dpbusd_epi32(acc, u8, s8);
+}
+#else
+#define LPATTN_QUAD_ATTR __attribute__((target(HWY_TARGET_STR ",avxvnni")))
+inline constexpr native::NativePath kQuadPath = native::NativePath::kAvxVnni;
+LPATTN_QUAD_ATTR HWY_INLINE __m256i QuadDot(__m256i acc, __m256i u8, __m256i s8) {
+  return _mm256_dpbusd_avx_epi32(acc, u8, s8);
+}
+#endif
+
 struct QuadRows {
   const int8_t* data;        // word (r, k) at data + 4 * (r * row_stride + k * inner_stride)
   size_t row_stride, inner_stride;
@@ -157,34 +178,38 @@ struct QuadPanel {
   const float* col_scale;
 };
 
-// C[r0 + r][c0 : c0 + 16 kVecs] (+)= row_scale * col_scale * sum over quads, for kRows rows:
+// C[r0 + r][c0 : c0 + kVecs * N] (+)= row_scale * col_scale * sum over quads, for kRows rows:
 // the same expression as IntMicroTile's, so the two agree bit for bit on the same codes.
 template <size_t kRows, size_t kVecs, bool kUnsignedRows, bool kAccumulate>
-__attribute__((target("avx512f,avx512vnni"))) void QuadMicroTileVnni(
-    const QuadRows& a, size_t r0, const QuadPanel& b, size_t c0, const OutView& c,
-    size_t quads) {
-  constexpr size_t N = 16;
-  __m512i acc[kRows][kVecs];
+LPATTN_QUAD_ATTR void QuadMicroTile(const QuadRows& a, size_t r0, const QuadPanel& b, size_t c0,
+                                    const OutView& c, size_t quads) {
+  const hn::ScalableTag<int32_t> d32;
+  const hn::Rebind<float, decltype(d32)> df;
+  using V = hn::Vec<decltype(d32)>;
+  const size_t N = hn::Lanes(d32);
+  V acc[kRows][kVecs];
 #pragma GCC unroll 8
   for (size_t r = 0; r < kRows; ++r) {
 #pragma GCC unroll 4
-    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_si512();
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(d32);
   }
   const int8_t* a_ptr = a.data + 4 * r0 * a.row_stride;
   const int8_t* b_ptr = b.data + 4 * c0;
   for (size_t k = 0; k < quads; ++k) {
-    __m512i bv[kVecs];
+    V bv[kVecs];
 #pragma GCC unroll 4
-    for (size_t v = 0; v < kVecs; ++v) bv[v] = _mm512_loadu_si512(b_ptr + 4 * v * N);
+    for (size_t v = 0; v < kVecs; ++v) {
+      bv[v] = hn::LoadU(d32, reinterpret_cast<const int32_t*>(b_ptr + 4 * v * N));
+    }
 #pragma GCC unroll 8
     for (size_t r = 0; r < kRows; ++r) {
       int32_t word;
       __builtin_memcpy(&word, a_ptr + 4 * r * a.row_stride, 4);
-      const __m512i av = _mm512_set1_epi32(word);
+      const V av = hn::Set(d32, word);
 #pragma GCC unroll 4
       for (size_t v = 0; v < kVecs; ++v) {
-        acc[r][v] = kUnsignedRows ? _mm512_dpbusd_epi32(acc[r][v], av, bv[v])
-                                  : _mm512_dpbusd_epi32(acc[r][v], bv[v], av);
+        acc[r][v] = V{kUnsignedRows ? QuadDot(acc[r][v].raw, av.raw, bv[v].raw)
+                                    : QuadDot(acc[r][v].raw, bv[v].raw, av.raw)};
       }
     }
     a_ptr += 4 * a.inner_stride;
@@ -192,39 +217,37 @@ __attribute__((target("avx512f,avx512vnni"))) void QuadMicroTileVnni(
   }
 #pragma GCC unroll 8
   for (size_t r = 0; r < kRows; ++r) {
-    const __m512 row_scale = _mm512_set1_ps(a.row_scale[r0 + r]);
-    const __m512i bias = _mm512_set1_epi32(a.row_sums ? 128 * a.row_sums[r0 + r] : 0);
+    const auto row_scale = hn::Set(df, a.row_scale[r0 + r]);
+    const auto bias = hn::Set(d32, a.row_sums ? 128 * a.row_sums[r0 + r] : 0);
     float* c_row = c.data + (r0 + r) * c.row_stride + c0;
 #pragma GCC unroll 4
     for (size_t v = 0; v < kVecs; ++v) {
-      const __m512 scales = _mm512_mul_ps(row_scale, _mm512_loadu_ps(b.col_scale + c0 + v * N));
-      const __m512 sums = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][v], bias));
-      const __m512 prior = kAccumulate ? _mm512_loadu_ps(c_row + v * N) : _mm512_setzero_ps();
-      _mm512_storeu_ps(c_row + v * N, _mm512_fmadd_ps(sums, scales, prior));
+      const auto sums = hn::ConvertTo(df, hn::Sub(acc[r][v], bias));
+      const auto scales = hn::Mul(row_scale, hn::LoadU(df, b.col_scale + c0 + v * N));
+      const auto prior = kAccumulate ? hn::LoadU(df, c_row + v * N) : hn::Zero(df);
+      hn::StoreU(hn::MulAdd(sums, scales, prior), df, c_row + v * N);
     }
   }
 }
 
-#pragma GCC diagnostic pop
-
-// C (rows x cols) (+)= the scaled u8 x s8 product; cols a multiple of 16.
+// C (rows x cols) (+)= the scaled u8 x s8 product; cols a multiple of the vector length.
 template <bool kUnsignedRows, bool kAccumulate = false>
-HWY_INLINE void QuadMatMulVnni(const QuadRows& a, const QuadPanel& b, const OutView& c,
-                               size_t rows, size_t cols, size_t quads) {
-  constexpr size_t N = 16;
+HWY_INLINE void QuadMatMul(const QuadRows& a, const QuadPanel& b, const OutView& c, size_t rows,
+                           size_t cols, size_t quads) {
+  const size_t N = hn::Lanes(hn::ScalableTag<int32_t>());
   for (size_t r0 = 0; r0 < rows; r0 += kMicroRows) {
     WithRowCount(std::min(kMicroRows, rows - r0), [&](auto kRows) HWY_ATTR {
       constexpr size_t kR = decltype(kRows)::value;
       size_t c0 = 0;
       for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
-        QuadMicroTileVnni<kR, kMicroVecs, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
+        QuadMicroTile<kR, kMicroVecs, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
       }
-      if (c0 < cols) QuadMicroTileVnni<kR, 1, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
+      if (c0 < cols) QuadMicroTile<kR, 1, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
     });
   }
 }
-
-#endif  // HWY_TARGET == HWY_AVX3
+#undef LPATTN_QUAD_ATTR
+#endif  // HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
 
 // kRows rows over all `cols` columns (a multiple of the vector length).
 template <size_t kRows, bool kAccumulate>

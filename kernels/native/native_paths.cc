@@ -17,13 +17,15 @@ namespace {
 
 constexpr uint32_t kPathCount = static_cast<uint32_t>(NativePath::kCount);
 
-// The families the library has kernels for today: the int8 products' vpdpwssd tile
-// (kernels/native/int_matmul_tile-inl.h, in the AVX3 code) and the bf16 score product on AMX
-// tiles, with the weight pairs' conversion in avx512_bf16 (kernels/native/amx_products.cc). The
-// others are detected and reported so that a user sees what the CPU offers.
+// The families the library has kernels for today: the int8 products' u8 x s8 tile on
+// avx512_vnni (AVX3 code) and avx_vnni (AVX2 code), and the vpdpwssd pair tile
+// (kernels/native/int_matmul_tile-inl.h); the AMX bf16 and int8 tiles, with the weight pairs'
+// conversion in avx512_bf16 (kernels/native/amx_products.cc). avx512_fp16 is detected and
+// reported so that a user sees what the CPU offers (docs/design.md §4 says why no kernel uses it).
 bool Compiled(NativePath path) {
-  return path == NativePath::kAvx512Vnni || path == NativePath::kAmxBf16 ||
-         path == NativePath::kAvx512Bf16 || path == NativePath::kAmxInt8;
+  return path == NativePath::kAvx512Vnni || path == NativePath::kAvxVnni ||
+         path == NativePath::kAmxBf16 || path == NativePath::kAvx512Bf16 ||
+         path == NativePath::kAmxInt8;
 }
 
 // Whether the CPU (and OS, and for AMX the kernel's permission) has the family; `note` gets

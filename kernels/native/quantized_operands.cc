@@ -119,9 +119,14 @@ bool QuantizedOperands::AmxInt8Keys() const {
          native::NativePathEnabled(native::NativePath::kAmxInt8);
 }
 
-bool QuantizedOperands::VnniInt8Keys() const {
-  return shape_.head_dim % 4 == 0 && native::NativePathEnabled(native::NativePath::kAvx512Vnni);
+namespace {
+bool AnyVnni() {
+  return native::NativePathEnabled(native::NativePath::kAvx512Vnni) ||
+         native::NativePathEnabled(native::NativePath::kAvxVnni);
 }
+}  // namespace
+
+bool QuantizedOperands::VnniInt8Keys() const { return shape_.head_dim % 4 == 0 && AnyVnni(); }
 
 void QuantizedOperands::EncodeInt8KeyRows(ConstTensor k, IntQk& out) {
   Buffer<float>& scales = copies_.emplace_back();
@@ -189,7 +194,7 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
     out.vt_key_stride = key_stride;
     return out;
   }
-  if (native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
+  if (AnyVnni()) {
     const size_t key_quads = (tokens + 3) / 4;
     Buffer<uint8_t>& quads = int8_rows_.emplace_back(slices * key_quads * width * 4, uint8_t(0));
     for (size_t slice = 0; slice < slices; ++slice) {
@@ -336,7 +341,7 @@ ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& p
   }
   if (!NativeInt8(precision_.KeySpec())) return Query(q);
   problem.amx_qk8 = problem.int_qk.k_rows != nullptr && AmxInt8Keys();
-  problem.vnni_qk8 = problem.int_qk.k_rows != nullptr && !problem.amx_qk8 && VnniInt8Keys();
+  problem.quad_qk8 = problem.int_qk.k_rows != nullptr && !problem.amx_qk8 && VnniInt8Keys();
   EncodeIntQueries(q, problem.int_qk);
   return q;
 }

@@ -161,9 +161,10 @@ struct AttentionProblem {
   // as int8 quads. int_qk.k_rows without it (the tiles turned off since K was prepared): the
   // rows are widened to pairs per key tile for the Highway integer tile.
   bool amx_qk8 = false;
-  // int8 Q K^T on AVX-512 VNNI's u8 x s8 vpdpbusd when set (and the AVX3 code runs): K from
-  // int_qk.k_rows, each query tile packed as quads biased by 128 (score_tile-inl.h).
-  bool vnni_qk8 = false;
+  // int8 Q K^T on the u8 x s8 VNNI tile (vpdpbusd) when set and the running target's VNNI
+  // family is enabled: K from int_qk.k_rows, each query tile packed as quads biased by 128
+  // (score_tile-inl.h).
+  bool quad_qk8 = false;
   AmxPv amx_pv;  // P V on AMX tiles when set and amx_bf16 is still enabled, else V^T decoded
   // §4 P quantization in the dense forward: weights rounded to p_format (scale p_scale)
   // before the P V product.

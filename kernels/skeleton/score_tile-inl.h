@@ -197,11 +197,11 @@ HWY_INLINE void PackInt8QueryQuads(const AttentionProblem& p, size_t b, size_t h
   }
 }
 
-// Whether this target's int8 score product runs on the u8 x s8 VNNI tile
-// (AttentionProblem::vnni_qk8, taken by the AVX3 code only).
-HWY_INLINE bool VnniQuadScores(const AttentionProblem& p) {
-#if HWY_TARGET == HWY_AVX3
-  return p.vnni_qk8;
+// Whether this target's int8 score product runs on the u8 x s8 tile (K prepared for it, and
+// this target's VNNI family enabled: the AVX3 and AVX2 code only).
+HWY_INLINE bool QuadScores(const AttentionProblem& p) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+  return p.quad_qk8 && native::NativePathEnabled(kQuadPath);
 #else
   (void)p;
   return false;
@@ -226,10 +226,10 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
                              reinterpret_cast<int8_t*>(ws.key_rows.get()));
     return;
   }
-#if HWY_TARGET == HWY_AVX3
-  if (p.vnni_qk8) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+  if (QuadScores(p)) {
     const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
-    QuadMatMulVnni<false>({p.int_qk.k_rows + row0 * p.dim, p.dim / 4, 1, p.int_qk.k_sums + row0,
+    QuadMatMul<false>({p.int_qk.k_rows + row0 * p.dim, p.dim / 4, 1, p.int_qk.k_sums + row0,
                            p.int_qk.k_scale + row0},
                           {reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, ws.col_scale},
                           {out, kTileQ}, nk, columns, p.dim / 4);
@@ -260,7 +260,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
 // scaled) or ws's integer or AMX panel.
 HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t b, size_t h,
                             size_t i0, size_t nq, float* q_panel, TileWorkspace& ws) {
-  if (p.amx_qk8 || VnniQuadScores(p)) {
+  if (p.amx_qk8 || QuadScores(p)) {
     PackInt8QueryQuads(p, b, h, i0, nq, !p.amx_qk8, ws);
   } else if (p.int_qk.q != nullptr) {
     PackIntQueries(p, b, h, i0, nq, ws);

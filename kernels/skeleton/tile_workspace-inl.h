@@ -320,9 +320,9 @@ HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, 
 
 // out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the weights'
 // int8 codes (PackWeightCodes) times V's codes, exact integer sums scaled once per output
-// channel by p_scale times V's scale (per tensor or channel). On the u8 x s8 VNNI tile when V
-// was prepared for it and the AVX3 code runs with avx512_vnni enabled (P's codes are never
-// negative: the unsigned side), else on the int16 pair tile.
+// channel by p_scale times V's scale (per tensor or channel). On the u8 x s8 tile when V was
+// prepared for it and this target's VNNI family is enabled (P's codes are never negative: the
+// unsigned side), else on the int16 pair tile.
 HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                       size_t j0, size_t nk, size_t nq, size_t columns,
                                       const float* weights, float* out, size_t padded_dim,
@@ -334,11 +334,11 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
   for (size_t c = 0; c < padded_dim; ++c) {  // padded channels: V's codes there are 0
     ws.value_scale[c] = c >= p.dim ? 0.0f : v.scale_stride == 0 ? v_scales[0] : v_scales[c];
   }
-#if HWY_TARGET == HWY_AVX3
-  if (v.v_quads != nullptr && native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+  if (v.v_quads != nullptr && native::NativePathEnabled(kQuadPath)) {
     const size_t quads = (nk + 3) / 4;
     PackWeightCodes<4>(weights, nk, quads, columns, p.p_scale, ws.weight_pairs);
-    QuadMatMulVnni<true, true>(
+    QuadMatMul<true, true>(
         {reinterpret_cast<const int8_t*>(ws.weight_pairs), 1, kTileQ, nullptr, ws.weight_scale},
         {v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4, v.width, ws.value_scale},
         {out, padded_dim}, nq, padded_dim, quads);
