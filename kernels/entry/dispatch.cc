@@ -56,27 +56,44 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
     return enabled ? std::string(what) + " for " + when + ", else " : std::string();
   };
   const std::string highway = "highway " + target;
-  const std::string integer = target == "AVX3" && on(NativePath::kAvx512Vnni)
-                                  ? "avx512_vnni (vpdpwssd on int16 pairs)"
-                                  : highway + " (pmaddwd on int16 pairs)";
+  const std::string pairs = target == "AVX3" && on(NativePath::kAvx512Vnni)
+                                ? "avx512_vnni (vpdpwssd on int16 pairs)"
+                                : highway + " (pmaddwd on int16 pairs)";
+  const bool quads = (target == "AVX3" && on(NativePath::kAvx512Vnni)) ||
+                     (target == "AVX2" && on(NativePath::kAvxVnni));
+  const std::string vnni = target == "AVX3" ? "avx512_vnni" : "avx_vnni";
+  const std::string integer =
+      tiles(quads, (vnni + " (vpdpbusd: u8 x s8 quads, Q biased by 128)").c_str(),
+            "head_dim a multiple of 4") + pairs;
+  const std::string integer_pv =
+      tiles(quads, (vnni + " (vpdpbusd: P's codes on V's key quads)").c_str(), "any head_dim") +
+      pairs;
   const bool amx_int8 = on(NativePath::kAmxInt8), amx_bf16 = on(NativePath::kAmxBf16);
   return {
       "fp32: " + highway + " (FMA register tiles)",
       "int8 Q K^T: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on int8 codes)",
                              "head_dim a multiple of 64") + integer,
       "int8 P V: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on V^T and P^T quads)",
-                           "head_dim a multiple of 64") + integer,
+                           "head_dim a multiple of 64") + integer_pv,
       "bf16 Q K^T: " + tiles(amx_bf16, "amx_bf16 (tdpbf16ps tiles)", "head_dim a multiple of 32") +
           highway + " (K's codes decoded to fp32 per key tile)",
+      "fp16 Q K^T: " +
+          tiles(amx_bf16, "amx_bf16 (each value split exactly into two bf16, depth 4 head_dim)",
+                "head_dim a multiple of 32") +
+          highway + " (K's codes decoded to fp32 per key tile)",
+      "fp8 Q K^T (scales per tensor, token or block): " +
+          tiles(amx_bf16, "amx_bf16 (codes decoded to bf16 per tile, exact; scales after the sums)",
+                "head_dim a multiple of 32") +
+          highway + " (K's 1-byte codes decoded to fp32 per key tile)",
       "bf16 P V with p=bf16: " +
           tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
                 "amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles)",
                 "head_dim a multiple of 32 and a finite V") +
           highway + " (V's codes decoded to fp32 per key tile)",
-      "bf16 and fp16 V otherwise, fp16 K: " + highway + " (16-bit codes decoded to fp32 per key tile)",
-      "fp8 K and V (scales per tensor, token or block): " + highway +
+      "bf16 and fp16 V otherwise: " + highway + " (16-bit codes decoded to fp32 per key tile)",
+      "fp8 V (scales per tensor, token or block): " + highway +
           " (1-byte codes decoded to fp32 per key tile)",
-      "Q of every format but int8, per-channel fp8 and int8 K, smoothed operands, thresholded "
+      "Q off the paths above, per-channel fp8 and int8 K, smoothed operands, thresholded "
       "attention's forward: simulated (fp32 copies of the quantized values)",
       "backward with bwd=bf16 (and bwd_dp bf16): " +
           tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
