@@ -239,8 +239,8 @@ HWY_INLINE void QuadMatMul(const QuadRows& a, const QuadPanel& b, const OutView&
     WithRowCount(std::min(kMicroRows, rows - r0), [&](auto kRows) HWY_ATTR {
       constexpr size_t kR = decltype(kRows)::value;
       size_t c0 = 0;
-      for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
-        QuadMicroTile<kR, kMicroVecs, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
+      for (; c0 + kIntMicroVecs * N <= cols; c0 += kIntMicroVecs * N) {
+        QuadMicroTile<kR, kIntMicroVecs, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
       }
       if (c0 < cols) QuadMicroTile<kR, 1, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
     });
@@ -257,16 +257,16 @@ HWY_INLINE void IntRowsAllColumns(const PairRows& a, size_t r0, const PairPanel&
 #if HWY_TARGET == HWY_AVX3
   if (native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
     size_t c0 = 0;
-    for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
-      IntMicroTileVnni<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
+    for (; c0 + kIntMicroVecs * N <= cols; c0 += kIntMicroVecs * N) {
+      IntMicroTileVnni<kRows, kIntMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
     }
     if (c0 < cols) IntMicroTileVnni<kRows, 1, kAccumulate>(a, r0, b, c0, c, pairs);
     return;
   }
 #endif
   size_t c0 = 0;
-  for (; c0 + kMicroVecs * N <= cols; c0 += kMicroVecs * N) {
-    IntMicroTile<kRows, kMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
+  for (; c0 + kIntMicroVecs * N <= cols; c0 += kIntMicroVecs * N) {
+    IntMicroTile<kRows, kIntMicroVecs, kAccumulate>(a, r0, b, c0, c, pairs);
   }
   if (c0 < cols) IntMicroTile<kRows, 1, kAccumulate>(a, r0, b, c0, c, pairs);
 }

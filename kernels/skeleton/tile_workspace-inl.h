@@ -553,11 +553,12 @@ HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, siz
   return all_visible;
 }
 
-// Score-tile columns worth computing for nq queries: whole register blocks, not the full
-// tile, so short sequences (and the last tile of long ones) skip the padding.
+// Score-tile columns worth computing for nq queries: pairs of vectors (every tile's blocks
+// take them), not the full tile, so short sequences (and the last tile of long ones) skip the
+// padding.
 HWY_INLINE size_t QueryColumns(size_t nq) {
   const hn::ScalableTag<float> d;
-  return std::min(kTileQ, hwy::RoundUpTo(nq, kMicroVecs * hn::Lanes(d)));
+  return std::min(kTileQ, hwy::RoundUpTo(nq, 2 * hn::Lanes(d)));
 }
 
 // Keys that the query tile [i0, i0 + nq) can see at all: [0, KeyEnd).
