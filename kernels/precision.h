@@ -17,12 +17,13 @@ namespace lpattn {
 // order (tested): the native path only changes where the conversion happens.
 enum class ComputePath {
   // Low-precision storage read by the kernels where the CPU gains from it, in the forward of
-  // the dense transforms: bf16 and fp16 K and V held as 16-bit codes and decoded tile by tile
-  // (exact, K-interval); int8 Q K^T from integer products (scales per tensor, token or block,
-  // no smoothing); int8 P V from integer products with p = int8 and V's scale per tensor or
-  // per channel (exact, K-interval); fp8 K and V with scales per tensor, token or block as
-  // 1-byte codes decoded tile by tile; bf16 products on AMX tiles where the CPU has them
-  // (docs/math.md §4.1). Everything else is simulated.
+  // the dense transforms (exact, K-interval): bf16 and fp16 K and V held as 16-bit codes, fp8
+  // ones (scales per tensor, token or block) as 1-byte codes, decoded tile by tile; int8 Q K^T
+  // from integer products (scales per tensor, token or block, no smoothing); int8 P V from
+  // integer products with p = int8 and V's scale per tensor or per channel. The products run
+  // on the CPU's own units where it has them: AMX bf16 tiles for bf16, fp16 and fp8 scores and
+  // bf16 P V, AMX int8 tiles and u8 x s8 VNNI for int8 (docs/math.md §4.1). Everything else
+  // is simulated.
   kNative,
   kSimulated,  // quantize, then dequantize into fp32 copies, for every operand
 };
