@@ -100,6 +100,12 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
                 "amx_bf16 (dP, dV, dK and dQ on tdpbf16ps tiles; S too with qk=bf16)",
                 "head_dim a multiple of 32 and finite operands") +
           highway + " (fp32 products on the bf16-rounded operands)",
+      "backward with bwd=int8 (and bwd_dp bf16): " +
+          tiles(amx_bf16 && amx_int8 && on(NativePath::kAvx512Bf16),
+                "amx_int8 (dV, dK and dQ on tdpbssd tiles from int8 codes per channel and per "
+                "block) and amx_bf16 (dP)",
+                "head_dim a multiple of 64 and finite operands") +
+          highway + " (fp32 products on the int8-rounded operands)",
       "every other backward: " + highway +
           " (fp32 products on the dequantized operands, rounded as bwd= says)",
   };

@@ -358,7 +358,10 @@ ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
 
 bool QuantizedOperands::AmxBackwardApplies() const {
   const Precision& p = precision_;
-  return p.path == ComputePath::kNative && p.bwd == quant::Format::kBf16 &&
+  const bool int8 = p.bwd == quant::Format::kInt8 &&
+                    native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
+                    native::NativePathEnabled(native::NativePath::kAmxInt8);
+  return p.path == ComputePath::kNative && (p.bwd == quant::Format::kBf16 || int8) &&
          p.BackwardDpFormat() == quant::Format::kBf16 &&
          native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
          native::NativePathEnabled(native::NativePath::kAmxBf16) &&
@@ -498,6 +501,28 @@ const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64
   return codes;
 }
 
+const int8_t* QuantizedOperands::Int8ChannelRows(ConstTensor t, int64_t heads, int64_t tokens,
+                                                 size_t t_pad, const float*& scales) {
+  const size_t dim = size_t(shape_.head_dim), n = size_t(tokens);
+  const size_t slices = size_t(shape_.batch * heads);
+  Buffer<uint8_t> codes(slices * n * dim);
+  Buffer<float>& channel_scales = copies_.emplace_back(slices * dim);
+  quant::QuantizeToChannelCodes(precision_.BackwardTokenSumSpec(),
+                                {t.data, shape_.batch, heads, tokens, shape_.head_dim,
+                                 t.strides.batch, t.strides.head, t.strides.token},
+                                codes.data(), channel_scales.data(), "lpattn backward int8 operand");
+  Buffer<uint8_t>& rows = int8_rows_.emplace_back(slices * dim * t_pad, uint8_t(0));
+  tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
+    const uint8_t* in = codes.data() + slice * n * dim;
+    uint8_t* out = rows.data() + slice * dim * t_pad;
+    for (size_t j = 0; j < n; ++j) {
+      for (size_t c = 0; c < dim; ++c) out[c * t_pad + j] = in[j * dim + c];
+    }
+  });
+  scales = channel_scales.data();
+  return reinterpret_cast<const int8_t*>(rows.data());
+}
+
 void QuantizedOperands::PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r) {
   if (!AmxBackwardApplies()) return;
   AmxBackward amx;
@@ -521,9 +546,18 @@ void QuantizedOperands::PrepareAmxBackward(const BackwardArgs& args, BackwardRou
   amx.dp_d_o_pairs = Bf16Codes(r.dp_d_o, hq, tq, amx.q_pad, L::kChannelPairs, finite);
   amx.dp_v_rows = Bf16Codes(r.dp_v, hk, tk, 0, L::kRows, finite);
   amx.dp_v_pairs = Bf16Codes(r.dp_v, hk, tk, amx.kv_pad, L::kChannelPairs, finite);
-  amx.q_t = Bf16Codes(r.q, hq, tq, amx.q_pad, L::kTransposed, finite);
-  amx.k_t = Bf16Codes(r.k, hk, tk, amx.kv_pad, L::kTransposed, finite);
-  amx.d_o_t = Bf16Codes(r.d_o, hq, tq, amx.q_pad, L::kTransposed, finite);
+  if (precision_.bwd == quant::Format::kInt8) {
+    // A key tile's int8 products read up to 128 queries from its query tile's start.
+    amx.int8 = true;
+    amx.q_pad8 = amx.q_pad + 64;
+    amx.q_t8 = Int8ChannelRows(args.q, hq, tq, amx.q_pad8, amx.q_scales8);
+    amx.k_t8 = Int8ChannelRows(args.k, hk, tk, amx.kv_pad, amx.k_scales8);
+    amx.d_o_t8 = Int8ChannelRows(args.d_o, hq, tq, amx.q_pad8, amx.d_o_scales8);
+  } else {
+    amx.q_t = Bf16Codes(r.q, hq, tq, amx.q_pad, L::kTransposed, finite);
+    amx.k_t = Bf16Codes(r.k, hk, tk, amx.kv_pad, L::kTransposed, finite);
+    amx.d_o_t = Bf16Codes(r.d_o, hq, tq, amx.q_pad, L::kTransposed, finite);
+  }
   amx.on = finite;
   if (finite) r.amx = amx;
 }

@@ -108,6 +108,11 @@ class QuantizedOperands {
   // operand's tile layouts (AmxBackward) from its rounded copy.
   bool AmxBackwardApplies() const;
   void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
+  // An operand's int8 codes with a scale per channel (BackwardTokenSumSpec's) as the int8
+  // backward's tiles read them: [D][t_pad] per slice (a channel's codes along the tokens), zero
+  // past `tokens`; the scales [slice][D] into `scales`.
+  const int8_t* Int8ChannelRows(ConstTensor t, int64_t heads, int64_t tokens, size_t t_pad,
+                                const float*& scales);
   // One AMX tile layout (attention_problem.h's AmxBackward; kTransposed is the forward's V^T
   // too) of a tensor holding bf16 values, whose codes are the upper halves of their bits. Needs
   // AVX-512 (every AMX path's condition). finite turns false if an element is inf or NaN.

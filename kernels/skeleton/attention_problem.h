@@ -96,6 +96,11 @@ struct AmxPv {
 // with t_pad = q_pad for Q and dO, kv_pad for K and V. Products and their orientation: the key
 // side's S = Q K^T (scores: with qk = bf16), dP = dO V^T, dV^T += dO^T P, dK^T += Q^T dS; the
 // query side's S^T = K Q^T, dP^T = V dO^T, dQ^T += K^T dS^T (accumulators dim-major).
+//
+// With bwd = int8 (and dP in bf16 as above, amx_int8 enabled, head_dim a multiple of 64), dV^T,
+// dK^T and dQ^T run on AMX int8 tiles instead: Q, K and dO as int8 codes with a scale per
+// channel, *_t8 [D][t_pad8] per slice (t_pad8 = q_pad8 for Q and dO, kv_pad for K), zero past
+// T, their scales *_scales8 [slice][D]; P and dS become int8 quads with their block's scale.
 struct AmxBackward {
   bool on = false;
   bool scores = false;  // S and S^T on tiles too (Q and K bf16 values)
@@ -104,6 +109,10 @@ struct AmxBackward {
   const uint16_t *dp_d_o_rows = nullptr, *dp_d_o_pairs = nullptr;
   const uint16_t *dp_v_rows = nullptr, *dp_v_pairs = nullptr;
   const uint16_t *q_t = nullptr, *k_t = nullptr, *d_o_t = nullptr;
+  bool int8 = false;
+  size_t q_pad8 = 0;
+  const int8_t *q_t8 = nullptr, *k_t8 = nullptr, *d_o_t8 = nullptr;
+  const float *q_scales8 = nullptr, *k_scales8 = nullptr, *d_o_scales8 = nullptr;
 };
 
 // The low-precision backward, docs/math.md §4.2: the operands of its products as rounded copies

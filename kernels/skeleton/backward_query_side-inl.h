@@ -198,16 +198,29 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
   }
 }
 
+// K^T of one kv head for the query side's dQ^T on AMX tiles (AmxBackward): bf16 codes, or int8
+// codes with their channels' scales.
+struct AmxKeysT {
+  const uint16_t* bf16 = nullptr;
+  const int8_t* int8 = nullptr;
+  const float* scales = nullptr;
+};
+HWY_INLINE AmxKeysT AmxKeysOf(const AmxBackward& amx, size_t kv_slice, size_t dim) {
+  if (amx.int8) return {nullptr, amx.k_t8 + kv_slice * dim * amx.kv_pad, amx.k_scales8 + kv_slice * dim};
+  return {amx.k_t + kv_slice * dim * amx.kv_pad, nullptr, nullptr};
+}
+
 // One key tile of the query side (key-major S^T and dP^T, row parameters staged): dS in
 // place of dP (with kWithTerms, and the row sums' elements from the same evaluation:
 // AccumulateTerms), then dQ += dS K.
-// On AMX tiles (k_t, the kv head's K^T codes, set) dQ^T += K^T dS^T into the dim-major dq
-// ([dim][kTileQ]), dS rounded to bf16 as it is paired (docs/math.md §4.2).
+// On AMX tiles (k_t, the kv head's K^T, set) dQ^T += K^T dS^T into the dim-major dq
+// ([dim][kTileQ]), dS rounded to bf16 as it is paired, or to int8 quads with bwd = int8
+// (docs/math.md §4.2).
 template <bool kWithTerms = false, class Transform>
 HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, const HeadRows& k,
                                float* scores, float* grads, size_t nq, size_t nk, size_t j0,
                                size_t columns, bool all_visible, TileWorkspace& ws, float* dq,
-                               const uint16_t* k_t = nullptr) {
+                               const AmxKeysT& k_t = {}) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   if constexpr (kWithTerms) {
     AccumulateTerms<true>(tr, scores, grads, nk, columns, all_visible, ws);
@@ -229,12 +242,17 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
       }
     });
   }
-  if (k_t != nullptr) {
+  if (k_t.int8 != nullptr) {
+    AmxInt8Gradient(k_t.int8 + j0, p.bwd.amx.kv_pad, k_t.scales, dim, grads, nk, nq, kTileQ, dq,
+                    ws);
+    return;
+  }
+  if (k_t.bf16 != nullptr) {
     const size_t depth = hwy::RoundUpTo(nk, 32);
     uint16_t* pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
     native::AmxBf16WeightPairs(grads, nk, nq, kTileQ, depth, pairs);
-    native::AmxBf16MatMul(k_t + j0, p.bwd.amx.kv_pad, dim, pairs, 2 * kTileQ, nq, depth, true, dq,
-                          kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+    native::AmxBf16MatMul(k_t.bf16 + j0, p.bwd.amx.kv_pad, dim, pairs, 2 * kTileQ, nq, depth, true,
+                          dq, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
     return;
   }
   RoundBackwardBlock(p.bwd, grads, nk, kTileQ, nq);  // the block of (i0, j0), §4.2
@@ -260,8 +278,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     float* dq = ws.acc_a.get();  // dim-major [dim][kTileQ] on AMX tiles
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
     const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
-    const uint16_t* k_t =
-        amx ? p.bwd.amx.k_t + (b * p.kv_heads + h / p.group()) * dim * p.bwd.amx.kv_pad : nullptr;
+    const AmxKeysT k_t = amx ? AmxKeysOf(p.bwd.amx, b * p.kv_heads + h / p.group(), dim) : AmxKeysT{};
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
     if (amx) tiles.emplace();
     const auto store_dq = [&] {

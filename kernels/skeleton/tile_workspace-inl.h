@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -290,13 +291,14 @@ HWY_INLINE void RoundBackwardBlock(const BackwardRounding& r, float* tile, size_
   RoundTile(tile, rows, stride, cols, r.format, scale);
 }
 
-// The tile's weights (key-major, kTileQ a key) as int8 codes through p_scale, exactly as
-// RoundWeights would round them, grouped by `group` keys (2: int16 pairs, 4: byte quads) into
-// words[g * kTileQ + i] for groups g < groups, zero past nk. (A NaN weight has no int8 code:
-// it adds 0.)
+// A tile's rows (key-major weights, `stride` floats a row) as int8 codes through p_scale,
+// exactly as RoundWeights would round them, grouped by `group` rows (2: int16 pairs, 4: byte
+// quads) into words[g * stride + i] for groups g < groups, zero past nk rows. (A NaN weight
+// has no int8 code: it adds 0.)
 template <size_t kGroup>
 HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, size_t columns,
-                                float p_scale, int32_t* HWY_RESTRICT words) {
+                                float p_scale, int32_t* HWY_RESTRICT words,
+                                size_t stride = kTileQ) {
   namespace qn = quant::HWY_NAMESPACE;
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -310,10 +312,58 @@ HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, 
       for (size_t r = 0; r < kGroup; ++r) {
         const size_t j = kGroup * g + r;
         if (j >= nk) break;
-        const auto code = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + j * kTileQ + i), inv));
+        const auto code = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + j * stride + i), inv));
         word = hn::Or(word, hn::ShiftLeftSame(hn::And(code, mask), int(kBits * r)));
       }
-      hn::StoreU(word, di, words + g * kTileQ + i);
+      hn::StoreU(word, di, words + g * stride + i);
+    }
+  }
+}
+
+// docs/math.md §4.2's scale of one int8 P or dS block (rows x cols, `stride` apart), as
+// RoundBackwardBlock takes it: amax / 127; 0 for a block without a nonzero magnitude or with
+// magnitudes below every scale (it adds nothing); NaN for one holding an inf or NaN.
+HWY_INLINE float Int8BlockScale(const float* tile, size_t rows, size_t stride, size_t cols) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto amax = hn::Zero(d), poison = hn::Zero(d);  // poison: NaN in a lane that saw inf or NaN
+  for (size_t row = 0; row < rows; ++row) {
+    for (size_t c = 0; c < cols; c += N) {
+      const auto x = hn::IfThenElseZero(hn::FirstN(d, cols - c), hn::LoadU(d, tile + row * stride + c));
+      amax = hn::Max(amax, hn::Abs(x));
+      poison = hn::Add(poison, hn::Mul(x, hn::Zero(d)));
+    }
+  }
+  if (std::isnan(hn::GetLane(hn::SumOfLanes(d, poison)))) return std::numeric_limits<float>::quiet_NaN();
+  const float m = hn::GetLane(hn::MaxOfLanes(d, amax));
+  return m > 0.0f ? m / quant::FormatMax(quant::Format::kInt8) : 0.0f;
+}
+
+// acc[c][i] += sum_r A[c][r] W[r][i] for one block on AMX int8 tiles (docs/math.md §4.2, the
+// int8 backward): W (rows x cols, `stride` apart: P or dS of the block) as int8 quads of rows
+// with the block's scale, A's int8 codes (`dim` rows of channels, a_stride apart, from the
+// block's first row on) with a scale per channel; the exact int32 sums scaled once. acc is
+// dim-major with row stride `stride`.
+HWY_INLINE void AmxInt8Gradient(const int8_t* a, size_t a_stride, const float* a_scales,
+                                size_t dim, const float* w, size_t rows, size_t cols,
+                                size_t stride, float* acc, TileWorkspace& ws) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const size_t N = hn::Lanes(df);
+  const float scale = Int8BlockScale(w, rows, stride, cols);
+  const size_t depth = hwy::RoundUpTo(rows, 64), padded_cols = hwy::RoundUpTo(cols, 16);
+  int32_t* quads = reinterpret_cast<int32_t*>(ws.rows.get());  // [depth / 4][stride] words
+  PackWeightCodes<4>(w, rows, depth / 4, padded_cols, scale > 0.0f ? scale : 1.0f, quads, stride);
+  int32_t* sums = reinterpret_cast<int32_t*>(ws.acc_c.get());  // [dim][stride]
+  native::AmxInt8MatMul(a, a_stride, dim, reinterpret_cast<const int8_t*>(quads), 4 * stride,
+                        cols, depth, sums, stride, reinterpret_cast<int8_t*>(ws.key_rows.get()));
+  for (size_t c = 0; c < dim; ++c) {
+    const auto s = hn::Set(df, scale * a_scales[c]);
+    for (size_t i = 0; i < padded_cols; i += N) {
+      float* o = acc + c * stride + i;
+      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, hn::LoadU(di, sums + c * stride + i)), s,
+                            hn::LoadU(df, o)),
+                 df, o);
     }
   }
 }

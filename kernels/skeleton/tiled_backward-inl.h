@@ -87,12 +87,21 @@ HWY_INLINE void AmxKeyTileProducts(const AttentionProblem& p, size_t q_slice, si
                         nk, dim, false, grads, kTileK, tail);
 }
 // ... and, after the transform, dV^T += dO^T P and dK^T += Q^T dS into the dim-major
-// accumulators dv_t and dk_t ([dim][kTileK]), P and dS rounded to bf16 as they are paired.
+// accumulators dv_t and dk_t ([dim][kTileK]): P and dS rounded to bf16 as they are paired, or
+// with bwd = int8 to int8 quads with their block's scale (AmxInt8Gradient).
 HWY_INLINE void AmxKeyTileGradients(const AttentionProblem& p, size_t q_slice, size_t i0,
                                     size_t nq, size_t nk, const float* weights,
                                     const float* grads, float* dk_t, float* dv_t,
                                     TileWorkspace& ws) {
   const AmxBackward& amx = p.bwd.amx;
+  if (amx.int8) {
+    const size_t at = q_slice * p.dim * amx.q_pad8 + i0, scales = q_slice * p.dim;
+    AmxInt8Gradient(amx.d_o_t8 + at, amx.q_pad8, amx.d_o_scales8 + scales, p.dim, weights, nq,
+                    nk, kTileK, dv_t, ws);
+    AmxInt8Gradient(amx.q_t8 + at, amx.q_pad8, amx.q_scales8 + scales, p.dim, grads, nq, nk,
+                    kTileK, dk_t, ws);
+    return;
+  }
   const size_t depth = hwy::RoundUpTo(nq, 32);
   uint16_t* p_pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
   uint16_t* ds_pairs = p_pairs + kTileQ * kTileK;

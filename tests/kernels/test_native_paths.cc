@@ -376,45 +376,50 @@ TEST(BufferPool, ReleasedBlocksAreReusedAndNeverShared) {
 // fp32 additions differs) and against the reference: every product on tiles with qk = bf16,
 // S on the register tiles without it; GQA, sinks, causal, head dimensions 32 to 256, lengths
 // with partial tiles and short ones (which leave the whole-head pass for the two passes).
+// One backward case on AMX tiles against the Highway path (all native families off) and the
+// reference. The scores' fp32 sums differ in order, so an entry of P or dS within rounding of
+// a midpoint of its format may round the other way: a few rows may move by one step of it
+// (a bf16 step, or 1/127 of the block's largest entry for int8).
+struct AmxBackwardCase {
+  AttentionShape shape;
+  bool causal;
+  SinkMode sink;
+  const char* precision;
+};
+void ExpectAmxBackwardMatches(const AmxBackwardCase& k, double step, double moved_rows) {
+  AttentionCase c(k.shape, k.causal, k.sink, Layout::kBTHD, 13);
+  c.options.precision = ParsePrecision(k.precision);
+  const std::string what = std::string(k.precision) + " D " + std::to_string(k.shape.head_dim) +
+                           " T " + std::to_string(k.shape.q_len) + "x" +
+                           std::to_string(k.shape.kv_len);
+  const auto [amx, highway] = NativeAndHighway([&] { return c.Run(); });
+  EXPECT_NE(amx.dq.storage, highway.dq.storage) << what << ": the tiles did not run";
+  const size_t dim = size_t(k.shape.head_dim);
+  for (const auto& [name, got, want] :
+       {std::tuple{"dQ", amx.dq.Dense(), highway.dq.Dense()},
+        std::tuple{"dK", amx.dk.Dense(), highway.dk.Dense()},
+        std::tuple{"dV", amx.dv.Dense(), highway.dv.Dense()}}) {
+    const RowMismatch m = CompareGradientRows(got, want, dim);
+    EXPECT_LE(m.bad, size_t(moved_rows * double(want.size() / dim)) + 2)
+        << what << " " << name << " worst " << m.worst;
+    EXPECT_LE(m.worst, step) << what << " " << name;
+  }
+  EXPECT_LE(ScaledMaxError(ToDouble(amx.d_sink), ToDouble(highway.d_sink)), 1e-5) << what;
+  const ReferenceGradients ref = c.ReferenceBackward();
+  EXPECT_LE(ScaledMaxError(amx.dq.Dense(), ref.dq), step) << what;
+  EXPECT_LE(ScaledMaxError(amx.dk.Dense(), ref.dk), step) << what;
+  EXPECT_LE(ScaledMaxError(amx.dv.Dense(), ref.dv), step) << what;
+}
+
 TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
   if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
-  struct Case {
-    AttentionShape shape;
-    bool causal;
-    SinkMode sink;
-    const char* precision;
-  };
-  const Case cases[] = {
+  const AmxBackwardCase cases[] = {
       {{1, 2, 2, 200, 230, 64}, true, SinkMode::kNone, "bwd=bf16"},
       {{2, 4, 2, 130, 97, 32}, false, SinkMode::kLearned, "qk=bf16,pv=bf16,p=bf16,bwd=bf16"},
       {{1, 2, 1, 60, 70, 128}, true, SinkMode::kNone, "qk=bf16,pv=bf16,bwd=bf16"},
       {{1, 1, 1, 97, 49, 256}, true, SinkMode::kOffByOne, "qk=bf16,bwd=bf16"},
   };
-  for (const Case& k : cases) {
-    AttentionCase c(k.shape, k.causal, k.sink, Layout::kBTHD, 13);
-    c.options.precision = ParsePrecision(k.precision);
-    const std::string what = std::string(k.precision) + " D " + std::to_string(k.shape.head_dim) +
-                             " T " + std::to_string(k.shape.q_len) + "x" +
-                             std::to_string(k.shape.kv_len);
-    const auto [amx, highway] = NativeAndHighway([&] { return c.Run(); });
-    EXPECT_NE(amx.dq.storage, highway.dq.storage) << what << ": the tiles did not run";
-    // The scores' fp32 sums differ in order, so an entry of P or dS within rounding of a bf16
-    // midpoint may round the other way: a few rows may move by a bf16 step.
-    const size_t dim = size_t(k.shape.head_dim);
-    for (const auto& [name, got, want] :
-         {std::tuple{"dQ", amx.dq.Dense(), highway.dq.Dense()},
-          std::tuple{"dK", amx.dk.Dense(), highway.dk.Dense()},
-          std::tuple{"dV", amx.dv.Dense(), highway.dv.Dense()}}) {
-      const RowMismatch m = CompareGradientRows(got, want, dim);
-      EXPECT_LE(m.bad, want.size() / dim / 50 + 2) << what << " " << name << " worst " << m.worst;
-      EXPECT_LE(m.worst, 4e-3) << what << " " << name;
-    }
-    EXPECT_LE(ScaledMaxError(ToDouble(amx.d_sink), ToDouble(highway.d_sink)), 1e-5) << what;
-    const ReferenceGradients ref = c.ReferenceBackward();
-    EXPECT_LE(ScaledMaxError(amx.dq.Dense(), ref.dq), 4e-3) << what;
-    EXPECT_LE(ScaledMaxError(amx.dk.Dense(), ref.dk), 4e-3) << what;
-    EXPECT_LE(ScaledMaxError(amx.dv.Dense(), ref.dv), 4e-3) << what;
-  }
+  for (const AmxBackwardCase& k : cases) ExpectAmxBackwardMatches(k, 4e-3, 0.02);
   // An inf in dO (bf16 keeps it) takes the register tiles, which give the same bits as with
   // the tiles turned off.
   {
@@ -452,6 +457,39 @@ TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
     const auto [amx, highway] = NativeAndHighway(run);
     EXPECT_NE(amx, highway) << kint << ": the tiles did not run";
     EXPECT_LE(ScaledMaxError(amx, highway), 4e-3) << kint;
+  }
+}
+
+// bwd=int8 with dP in bf16: dV, dK and dQ on AMX int8 tiles (P and dS as int8 quads with their
+// block's scale, Q, K and dO as int8 codes per channel, exact int32 sums), dP on bf16 tiles.
+TEST(NativePaths, AmxInt8BackwardMatchesTheHighwayPathAndTheReference) {
+  if (!AmxBf16Enabled() || !native::NativePathEnabled(native::NativePath::kAmxInt8)) {
+    GTEST_SKIP() << "amx_int8 backward not run on this CPU: the CPU lacks amx_bf16 or amx_int8";
+  }
+  const AmxBackwardCase cases[] = {
+      {{1, 2, 2, 200, 230, 64}, true, SinkMode::kNone, "bwd=int8"},
+      {{2, 4, 2, 130, 97, 64}, false, SinkMode::kLearned, "qk=int8,pv=int8,gran=token,bwd=int8"},
+      {{1, 2, 1, 60, 70, 128}, true, SinkMode::kNone, "qk=bf16,bwd=int8"},
+      {{1, 1, 1, 97, 49, 256}, true, SinkMode::kOffByOne, "bwd=int8"},
+  };
+  for (const AmxBackwardCase& k : cases) ExpectAmxBackwardMatches(k, 2e-2, 0.02);
+  // K-interval's terms and corrections, as for bf16.
+  const AttentionShape shape{1, 2, 1, 150, 200, 64};
+  AttentionCase c(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
+  c.options.precision = ParsePrecision("bwd=int8");
+  const KIntervalOptions options = ParseKInterval("K=4");
+  const auto [amx, highway] = NativeAndHighway([&] {
+    KIntervalRun forward = RunKIntervalForward(c, options, Layout::kBHTD);
+    OwnedTensor dq(1, 2, 150, 64, Layout::kBHTD);
+    OwnedTensor dk(1, 1, 200, 64, Layout::kBHTD), dv(1, 1, 200, 64, Layout::kBHTD);
+    KIntervalBackward(shape, c.options, options,
+                      {c.q.cview(), c.k.cview(), c.v.cview(), forward.o.cview(), c.d_o.cview(),
+                       forward.saved(), dq.view(), dk.view(), dv.view()});
+    return std::vector<std::vector<double>>{dq.Dense(), dk.Dense(), dv.Dense()};
+  });
+  for (size_t t = 0; t < 3; ++t) {
+    EXPECT_NE(amx[t], highway[t]) << "the tiles did not run";
+    EXPECT_LE(ScaledMaxError(amx[t], highway[t]), 2e-2) << t;
   }
 }
 
