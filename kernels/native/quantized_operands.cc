@@ -152,8 +152,8 @@ bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
           value.granularity == quant::Granularity::kChannel);
 }
 
-// Rows j and j + 1 of each (batch, kv head) interleaved column by column, as the int8 P V
-// product reads them (IntPv).
+// V's int8 codes per (batch, kv head) as the int8 P V product reads them (IntPv): transposed
+// for AMX, else keys interleaved column by column in quads or pairs.
 IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
   const size_t width = (dim + 31) / 32 * 32, key_pairs = (tokens + 1) / 2;
@@ -173,6 +173,12 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   } else {
     codes = Int8Codes(v, spec, shape_.kv_heads, shape_.kv_len, "lpattn quantized V", scales);
   }
+  if (scales.empty()) scales.push_back(0.0f);  // no tokens: nothing is read
+  IntPv out;
+  out.v_scales = scales.data();
+  out.scale_stride = per_channel ? dim : 0;
+  out.width = width;
+  out.key_pairs = key_pairs;
   if (native::AmxInt8TakesDim(dim) && native::NativePathEnabled(native::NativePath::kAmxInt8)) {
     // V^T for the tiles: [head_dim][key stride] per slice, one 64-key step past the last tile.
     const size_t key_stride = (tokens + kTileK - 1) / kTileK * kTileK + 64;
@@ -184,46 +190,34 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
         }
       }
     }
-    if (scales.empty()) scales.push_back(0.0f);
-    IntPv out;
-    out.v_scales = scales.data();
-    out.scale_stride = per_channel ? dim : 0;
-    out.width = width;
-    out.key_pairs = key_pairs;
     out.vt = reinterpret_cast<const int8_t*>(vt.data());
     out.vt_key_stride = key_stride;
     return out;
   }
-  if (AnyVnni()) {
-    const size_t key_quads = (tokens + 3) / 4;
-    Buffer<uint8_t>& quads = int8_rows_.emplace_back(slices * key_quads * width * 4, uint8_t(0));
+  // Keys interleaved column by column in groups of `group` (quads for the u8 x s8 tile, pairs
+  // for the int16 one), [tokens / group rounded up][width][group] per slice.
+  const auto interleave = [&](size_t group, auto* out_codes) {
+    const size_t groups = (tokens + group - 1) / group;
     for (size_t slice = 0; slice < slices; ++slice) {
       for (size_t j = 0; j < tokens; ++j) {
-        uint8_t* quad_row = quads.data() + (slice * key_quads + j / 4) * width * 4;
-        for (size_t c = 0; c < dim; ++c) quad_row[4 * c + j % 4] = codes[(slice * tokens + j) * dim + c];
+        auto* row = out_codes + (slice * groups + j / group) * width * group;
+        for (size_t c = 0; c < dim; ++c) {
+          row[group * c + j % group] = int8_t(codes[(slice * tokens + j) * dim + c]);
+        }
       }
     }
-    if (scales.empty()) scales.push_back(0.0f);
-    IntPv out;
-    out.v_scales = scales.data();
-    out.scale_stride = per_channel ? dim : 0;
-    out.width = width;
-    out.key_pairs = key_pairs;
+  };
+  if (AnyVnni()) {
+    out.key_quads = (tokens + 3) / 4;
+    Buffer<uint8_t>& quads = int8_rows_.emplace_back(slices * out.key_quads * width * 4, uint8_t(0));
+    interleave(4, reinterpret_cast<int8_t*>(quads.data()));
     out.v_quads = reinterpret_cast<const int8_t*>(quads.data());
-    out.key_quads = key_quads;
     return out;
   }
   Buffer<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
-  for (size_t slice = 0; slice < slices; ++slice) {
-    for (size_t j = 0; j < tokens; ++j) {
-      int16_t* pair_row = panel.data() + (slice * key_pairs + j / 2) * width * 2;
-      for (size_t c = 0; c < dim; ++c) {
-        pair_row[2 * c + j % 2] = int8_t(codes[(slice * tokens + j) * dim + c]);
-      }
-    }
-  }
-  if (scales.empty()) scales.push_back(0.0f);  // no tokens: nothing is read
-  return {panel.data(), scales.data(), per_channel ? dim : 0, width, key_pairs};
+  interleave(2, panel.data());
+  out.v = panel.data();
+  return out;
 }
 
 bool QuantizedOperands::AmxBf16Pv(const quant::QuantSpec& value) const {

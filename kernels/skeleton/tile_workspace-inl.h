@@ -339,6 +339,27 @@ HWY_INLINE float Int8BlockScale(const float* tile, size_t rows, size_t stride, s
   return m > 0.0f ? m / quant::FormatMax(quant::Format::kInt8) : 0.0f;
 }
 
+// acc[c][i] += float(sums[c][i]) * (scale * channel_scale(c)) for c < dim and i < cols (a
+// multiple of the lanes): an AMX int8 product's exact sums into a dim-major fp32 accumulator,
+// both with row stride `stride`.
+template <class ChannelScale>
+HWY_INLINE void AddScaledSums(const int32_t* HWY_RESTRICT sums, size_t dim, size_t cols,
+                              size_t stride, float scale, const ChannelScale& channel_scale,
+                              float* HWY_RESTRICT acc) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const size_t N = hn::Lanes(df);
+  for (size_t c = 0; c < dim; ++c) {
+    const auto s = hn::Set(df, scale * channel_scale(c));
+    for (size_t i = 0; i < cols; i += N) {
+      float* o = acc + c * stride + i;
+      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, hn::LoadU(di, sums + c * stride + i)), s,
+                            hn::LoadU(df, o)),
+                 df, o);
+    }
+  }
+}
+
 // acc[c][i] += sum_r A[c][r] W[r][i] for one block on AMX int8 tiles (docs/math.md §4.2, the
 // int8 backward): W (rows x cols, `stride` apart: P or dS of the block) as int8 quads of rows
 // with the block's scale, A's int8 codes (`dim` rows of channels, a_stride apart, from the
@@ -347,9 +368,6 @@ HWY_INLINE float Int8BlockScale(const float* tile, size_t rows, size_t stride, s
 HWY_INLINE void AmxInt8Gradient(const int8_t* a, size_t a_stride, const float* a_scales,
                                 size_t dim, const float* w, size_t rows, size_t cols,
                                 size_t stride, float* acc, TileWorkspace& ws) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const size_t N = hn::Lanes(df);
   const float scale = Int8BlockScale(w, rows, stride, cols);
   const size_t depth = hwy::RoundUpTo(rows, 64), padded_cols = hwy::RoundUpTo(cols, 16);
   int32_t* quads = reinterpret_cast<int32_t*>(ws.rows.get());  // [depth / 4][stride] words
@@ -357,15 +375,7 @@ HWY_INLINE void AmxInt8Gradient(const int8_t* a, size_t a_stride, const float* a
   int32_t* sums = reinterpret_cast<int32_t*>(ws.acc_c.get());  // [dim][stride]
   native::AmxInt8MatMul(a, a_stride, dim, reinterpret_cast<const int8_t*>(quads), 4 * stride,
                         cols, depth, sums, stride, reinterpret_cast<int8_t*>(ws.key_rows.get()));
-  for (size_t c = 0; c < dim; ++c) {
-    const auto s = hn::Set(df, scale * a_scales[c]);
-    for (size_t i = 0; i < padded_cols; i += N) {
-      float* o = acc + c * stride + i;
-      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, hn::LoadU(di, sums + c * stride + i)), s,
-                            hn::LoadU(df, o)),
-                 df, o);
-    }
-  }
+  AddScaledSums(sums, dim, padded_cols, stride, scale, [&](size_t c) { return a_scales[c]; }, acc);
 }
 
 // out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the weights'
@@ -468,10 +478,6 @@ HWY_INLINE bool AmxIntPvEnabled(const AttentionProblem& p) {
 HWY_INLINE void AmxIntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                          size_t j0, size_t nk, size_t columns,
                                          const float* weights, float* out_t, TileWorkspace& ws) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const size_t N = hn::Lanes(df);
-  const auto inv = hn::Set(df, p.p_scale);
   int32_t* quads = reinterpret_cast<int32_t*>(ws.rows.get());  // [16 quad rows][kTileQ] words
   PackWeightCodes<4>(weights, nk, 16, columns, p.p_scale, quads);
   const IntPv& v = p.int_pv;
@@ -480,15 +486,8 @@ HWY_INLINE void AmxIntWeightsTimesValues(const AttentionProblem& p, size_t b, si
                         v.vt_key_stride, p.dim, reinterpret_cast<const int8_t*>(quads), 4 * kTileQ,
                         columns, 64, sums, kTileQ, reinterpret_cast<int8_t*>(ws.key_rows.get()));
   const float* v_scales = v.v_scales + (b * p.kv_heads + kv_head) * v.scale_stride;
-  for (size_t c = 0; c < p.dim; ++c) {
-    const auto scale = hn::Mul(inv, hn::Set(df, v.scale_stride == 0 ? v_scales[0] : v_scales[c]));
-    for (size_t i = 0; i < columns; i += N) {
-      float* o = out_t + c * kTileQ + i;
-      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, hn::LoadU(di, sums + c * kTileQ + i)), scale,
-                            hn::LoadU(df, o)),
-                 df, o);
-    }
-  }
+  AddScaledSums(sums, p.dim, columns, kTileQ, p.p_scale,
+                [&](size_t c) { return v.scale_stride == 0 ? v_scales[0] : v_scales[c]; }, out_t);
 }
 
 // V rows [first, first + n) decoded from the transposed codes, for a call whose amx_bf16 was

@@ -376,6 +376,24 @@ TEST(BufferPool, ReleasedBlocksAreReusedAndNeverShared) {
 // fp32 additions differs) and against the reference: every product on tiles with qk = bf16,
 // S on the register tiles without it; GQA, sinks, causal, head dimensions 32 to 256, lengths
 // with partial tiles and short ones (which leave the whole-head pass for the two passes).
+// K-interval's forward and backward on c (operands in BHTD): dQ, dK and dV, end to end.
+std::vector<double> KIntervalGradients(const AttentionCase& c, const KIntervalOptions& options) {
+  const AttentionShape& s = c.shape;
+  KIntervalRun forward = RunKIntervalForward(c, options, Layout::kBHTD);
+  OwnedTensor dq(s.batch, s.heads, s.q_len, s.head_dim, Layout::kBHTD);
+  OwnedTensor dk(s.batch, s.kv_heads, s.kv_len, s.head_dim, Layout::kBHTD);
+  OwnedTensor dv(s.batch, s.kv_heads, s.kv_len, s.head_dim, Layout::kBHTD);
+  KIntervalBackward(s, c.options, options,
+                    {c.q.cview(), c.k.cview(), c.v.cview(), forward.o.cview(), c.d_o.cview(),
+                     forward.saved(), dq.view(), dk.view(), dv.view()});
+  std::vector<double> all = dq.Dense();
+  for (const OwnedTensor* t : {&dk, &dv}) {
+    const std::vector<double> more = t->Dense();
+    all.insert(all.end(), more.begin(), more.end());
+  }
+  return all;
+}
+
 // One backward case on AMX tiles against the Highway path (all native families off) and the
 // reference. The scores' fp32 sums differ in order, so an entry of P or dS within rounding of
 // a midpoint of its format may round the other way: a few rows may move by one step of it
@@ -439,22 +457,8 @@ TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
     const AttentionShape shape{1, 2, 1, 150, 200, 64};
     AttentionCase c(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
     c.options.precision = ParsePrecision("qk=bf16,bwd=bf16");
-    const KIntervalOptions options = ParseKInterval(kint);
-    const auto run = [&] {
-      KIntervalRun forward = RunKIntervalForward(c, options, Layout::kBHTD);
-      OwnedTensor dq(1, 2, 150, 64, Layout::kBHTD);
-      OwnedTensor dk(1, 1, 200, 64, Layout::kBHTD), dv(1, 1, 200, 64, Layout::kBHTD);
-      KIntervalBackward(shape, c.options, options,
-                        {c.q.cview(), c.k.cview(), c.v.cview(), forward.o.cview(), c.d_o.cview(),
-                         forward.saved(), dq.view(), dk.view(), dv.view()});
-      std::vector<double> all = dq.Dense();
-      for (const OwnedTensor* t : {&dk, &dv}) {
-        const std::vector<double> more = t->Dense();
-        all.insert(all.end(), more.begin(), more.end());
-      }
-      return all;
-    };
-    const auto [amx, highway] = NativeAndHighway(run);
+    const auto [amx, highway] =
+        NativeAndHighway([&] { return KIntervalGradients(c, ParseKInterval(kint)); });
     EXPECT_NE(amx, highway) << kint << ": the tiles did not run";
     EXPECT_LE(ScaledMaxError(amx, highway), 4e-3) << kint;
   }
@@ -474,23 +478,12 @@ TEST(NativePaths, AmxInt8BackwardMatchesTheHighwayPathAndTheReference) {
   };
   for (const AmxBackwardCase& k : cases) ExpectAmxBackwardMatches(k, 2e-2, 0.02);
   // K-interval's terms and corrections, as for bf16.
-  const AttentionShape shape{1, 2, 1, 150, 200, 64};
-  AttentionCase c(shape, true, SinkMode::kNone, Layout::kBHTD, 5);
+  AttentionCase c({1, 2, 1, 150, 200, 64}, true, SinkMode::kNone, Layout::kBHTD, 5);
   c.options.precision = ParsePrecision("bwd=int8");
-  const KIntervalOptions options = ParseKInterval("K=4");
-  const auto [amx, highway] = NativeAndHighway([&] {
-    KIntervalRun forward = RunKIntervalForward(c, options, Layout::kBHTD);
-    OwnedTensor dq(1, 2, 150, 64, Layout::kBHTD);
-    OwnedTensor dk(1, 1, 200, 64, Layout::kBHTD), dv(1, 1, 200, 64, Layout::kBHTD);
-    KIntervalBackward(shape, c.options, options,
-                      {c.q.cview(), c.k.cview(), c.v.cview(), forward.o.cview(), c.d_o.cview(),
-                       forward.saved(), dq.view(), dk.view(), dv.view()});
-    return std::vector<std::vector<double>>{dq.Dense(), dk.Dense(), dv.Dense()};
-  });
-  for (size_t t = 0; t < 3; ++t) {
-    EXPECT_NE(amx[t], highway[t]) << "the tiles did not run";
-    EXPECT_LE(ScaledMaxError(amx[t], highway[t]), 2e-2) << t;
-  }
+  const auto [amx, highway] =
+      NativeAndHighway([&] { return KIntervalGradients(c, ParseKInterval("K=4")); });
+  EXPECT_NE(amx, highway) << "the tiles did not run";
+  EXPECT_LE(ScaledMaxError(amx, highway), 2e-2);
 }
 
 // The weight pairs against the bf16 codec on each weight: every key count of a tile, both
