@@ -161,7 +161,7 @@ struct AttentionProblem {
   // The forward reads K and V from these when set (dense transforms only; the backward never).
   CodedKv k_codes, v_codes;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
-  IntPv int_pv;  // P V from integer products when v or vt is set (dense forward with p = int8)
+  IntPv int_pv;  // P V from integer products when set() (dense forward with p = int8)
   // Q K^T on AMX bf16 tiles (kernels/native/amx_products.h; dense transforms' forward only),
   // with K from k_codes and each query tile packed as bf16 pairs (docs/math.md §4.1):
   AmxScores amx_qk = AmxScores::kOff;

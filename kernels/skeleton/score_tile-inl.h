@@ -230,9 +230,9 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
   if (QuadScores(p)) {
     const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
     QuadMatMul<false>({p.int_qk.k_rows + row0 * p.dim, p.dim / 4, 1, p.int_qk.k_sums + row0,
-                           p.int_qk.k_scale + row0},
-                          {reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, ws.col_scale},
-                          {out, kTileQ}, nk, columns, p.dim / 4);
+                       p.int_qk.k_scale + row0},
+                      {reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, ws.col_scale},
+                      {out, kTileQ}, nk, columns, p.dim / 4);
     return;
   }
 #endif
