@@ -57,8 +57,8 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
   };
   const std::string highway = "highway " + target;
   const std::string pairs = target == "AVX3" && on(NativePath::kAvx512Vnni)
-                                ? "avx512_vnni (vpdpwssd on int16 pairs)"
-                                : highway + " (pmaddwd on int16 pairs)";
+                                ? "avx512_vnni (vpdpwssd on int16 pairs widened per key tile)"
+                                : highway + " (pmaddwd on int16 pairs widened per key tile)";
   const bool quads = (target == "AVX3" && on(NativePath::kAvx512Vnni)) ||
                      (target == "AVX2" && on(NativePath::kAvxVnni));
   const std::string vnni = target == "AVX3" ? "avx512_vnni" : "avx_vnni";

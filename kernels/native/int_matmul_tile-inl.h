@@ -1,12 +1,12 @@
-// The integer products of the native int8 path (docs/math.md §4: int8 Q K^T, and P V with int8 P and
-// V, with widened multiply-accumulate), e.g. S^T = diag(row_scale) (K Q^T) diag(col_scale), where K and Q hold int8
-// codes widened to int16, the 16-bit products of each pair of channels are summed into int32
-// (x86's pmaddwd: twice the multiply-accumulates of an fp32 FMA per instruction), and the exact
-// integer sums are scaled once at the end. In the AVX3 code, with avx512_vnni enabled
-// (native_paths.h), the pair sums run as vpdpwssd (one instruction for pmaddwd + add).
-//
-// Layouts: a key row is `pairs` int32 words, each the int16 codes (k[2p], k[2p + 1]); the query
-// panel holds, for pair p, `width` queries' interleaved int16 pairs (q_i[2p], q_i[2p + 1]).
+// The integer products of the native int8 path (docs/math.md §4.1: int8 Q K^T, and P V with
+// int8 P and V), e.g. S^T = diag(row_scale) (K Q^T) diag(col_scale), the exact integer sums
+// scaled once at the end. Two tiles:
+// - int16 pairs (IntMatMul): codes widened to int16, the 16-bit products of each pair of
+//   channels summed into int32 (x86's pmaddwd: twice the multiply-accumulates of an fp32 FMA
+//   per instruction; in the AVX3 code with avx512_vnni enabled, vpdpwssd fuses it with the
+//   add). A left row is `pairs` int32 words, each the int16 codes (k[2p], k[2p + 1]); the right
+//   panel holds, for pair p, `width` columns' interleaved int16 pairs (q_i[2p], q_i[2p + 1]).
+// - u8 x s8 quads (QuadMatMul, below): vpdpbusd on the bytes themselves.
 //
 // Per-target include guard: this header is re-included once per Highway target.
 #if defined(LPATTN_KERNELS_NATIVE_INT_MATMUL_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -20,7 +20,7 @@ PreparedKv::PreparedKv(const AttentionShape& shape, const Precision& precision, 
   RunWithThreads(threads, [&] {
     impl->views = impl->storage.PrepareKv(k, v, impl->coded);
     // fp32 operands are left in place by PrepareKv: copy them, so the caller's may go.
-    const bool k_read = impl->coded.int_qk.k == nullptr && impl->coded.int_qk.k_rows == nullptr &&
+    const bool k_read = impl->coded.int_qk.k_rows == nullptr &&
                         impl->coded.k_codes.data == nullptr && impl->coded.k_codes.codes8 == nullptr;
     if (k_read && impl->views.k.data == k.data) impl->views.k = impl->storage.OwnKeyShaped(k);
     const bool v_read = impl->coded.v_codes.data == nullptr && impl->coded.v_codes.codes8 == nullptr &&

@@ -98,35 +98,16 @@ void QuantizedOperands::EncodeIntQueries(ConstTensor q, IntQk& out) {
   out.pairs = width / 2;
 }
 
-// Each pair of channels' int16 codes (k[2p], k[2p + 1]) as one little-endian int32 word.
-void QuantizedOperands::EncodeIntKeys(ConstTensor k, IntQk& out) {
-  const size_t dim = size_t(shape_.head_dim), pairs = (dim + 1) / 2;
-  Buffer<float>& scales = copies_.emplace_back();
-  const Buffer<uint8_t> codes = Int8Codes(k, precision_.KeySpec(), shape_.kv_heads,
-                                               shape_.kv_len, "lpattn quantized K", scales);
-  Buffer<int32_t>& words = int_keys_.emplace_back(scales.size() * pairs);
-  for (size_t r = 0; r < scales.size(); ++r) {
-    Int8RowToPairWords(reinterpret_cast<const int8_t*>(codes.data()) + r * dim, dim,
-                       words.data() + r * pairs);
-  }
-  out.k = words.data();
-  out.k_scale = scales.data();
-  out.pairs = pairs;
-}
-
 bool QuantizedOperands::AmxInt8Keys() const {
   return native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
          native::NativePathEnabled(native::NativePath::kAmxInt8);
 }
 
-namespace {
-bool AnyVnni() {
-  return native::NativePathEnabled(native::NativePath::kAvx512Vnni) ||
-         native::NativePathEnabled(native::NativePath::kAvxVnni);
+bool QuantizedOperands::VnniInt8Keys() const {
+  return shape_.head_dim % 4 == 0 &&
+         (native::NativePathEnabled(native::NativePath::kAvx512Vnni) ||
+          native::NativePathEnabled(native::NativePath::kAvxVnni));
 }
-}  // namespace
-
-bool QuantizedOperands::VnniInt8Keys() const { return shape_.head_dim % 4 == 0 && AnyVnni(); }
 
 void QuantizedOperands::EncodeInt8KeyRows(ConstTensor k, IntQk& out) {
   Buffer<float>& scales = copies_.emplace_back();
@@ -153,10 +134,10 @@ bool QuantizedOperands::NativeInt8Pv(const quant::QuantSpec& value) const {
 }
 
 // V's int8 codes per (batch, kv head) as the int8 P V product reads them (IntPv): transposed
-// for AMX, else keys interleaved column by column in quads or pairs.
+// for AMX, else keys interleaved column by column in quads.
 IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   const size_t dim = size_t(shape_.head_dim), tokens = size_t(shape_.kv_len);
-  const size_t width = (dim + 31) / 32 * 32, key_pairs = (tokens + 1) / 2;
+  const size_t width = (dim + 31) / 32 * 32;
   const quant::QuantSpec spec = precision_.ValueSpec();
   const bool per_channel = spec.granularity == quant::Granularity::kChannel;
   const size_t slices = size_t(shape_.batch * shape_.kv_heads);
@@ -178,7 +159,6 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   out.v_scales = scales.data();
   out.scale_stride = per_channel ? dim : 0;
   out.width = width;
-  out.key_pairs = key_pairs;
   if (native::AmxInt8TakesDim(dim) && native::NativePathEnabled(native::NativePath::kAmxInt8)) {
     // V^T for the tiles: [head_dim][key stride] per slice, one 64-key step past the last tile.
     const size_t key_stride = (tokens + kTileK - 1) / kTileK * kTileK + 64;
@@ -194,29 +174,17 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
     out.vt_key_stride = key_stride;
     return out;
   }
-  // Keys interleaved column by column in groups of `group` (quads for the u8 x s8 tile, pairs
-  // for the int16 one), [tokens / group rounded up][width][group] per slice.
-  const auto interleave = [&](size_t group, auto* out_codes) {
-    const size_t groups = (tokens + group - 1) / group;
-    for (size_t slice = 0; slice < slices; ++slice) {
-      for (size_t j = 0; j < tokens; ++j) {
-        auto* row = out_codes + (slice * groups + j / group) * width * group;
-        for (size_t c = 0; c < dim; ++c) {
-          row[group * c + j % group] = int8_t(codes[(slice * tokens + j) * dim + c]);
-        }
-      }
+  // Keys interleaved column by column in quads, [tokens / 4 rounded up][width][4] per slice:
+  // the u8 x s8 tile reads them as they are, the int16 pair tile regroups them per key tile.
+  out.key_quads = (tokens + 3) / 4;
+  Buffer<uint8_t>& quads = int8_rows_.emplace_back(slices * out.key_quads * width * 4, uint8_t(0));
+  for (size_t slice = 0; slice < slices; ++slice) {
+    for (size_t j = 0; j < tokens; ++j) {
+      uint8_t* row = quads.data() + (slice * out.key_quads + j / 4) * width * 4;
+      for (size_t c = 0; c < dim; ++c) row[4 * c + j % 4] = codes[(slice * tokens + j) * dim + c];
     }
-  };
-  if (AnyVnni()) {
-    out.key_quads = (tokens + 3) / 4;
-    Buffer<uint8_t>& quads = int8_rows_.emplace_back(slices * out.key_quads * width * 4, uint8_t(0));
-    interleave(4, reinterpret_cast<int8_t*>(quads.data()));
-    out.v_quads = reinterpret_cast<const int8_t*>(quads.data());
-    return out;
   }
-  Buffer<int16_t>& panel = int_values_.emplace_back(slices * key_pairs * width * 2, int16_t(0));
-  interleave(2, panel.data());
-  out.v = panel.data();
+  out.v_quads = reinterpret_cast<const int8_t*>(quads.data());
   return out;
 }
 
@@ -251,10 +219,8 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
                                                         AttentionProblem& problem) {
   const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
   KvViews views{k, v};
-  if (NativeInt8(key) && (AmxInt8Keys() || VnniInt8Keys())) {
+  if (NativeInt8(key)) {
     EncodeInt8KeyRows(k, problem.int_qk);
-  } else if (NativeInt8(key)) {
-    EncodeIntKeys(k, problem.int_qk);
   } else if (Native(key)) {
     problem.k_codes = Encode(k, key.format);
   } else if (NativeFp8(key)) {
@@ -298,7 +264,6 @@ size_t QuantizedOperands::BytesHeld() const {
   add(codes_);
   add(int_queries_);
   add(int_keys_);
-  add(int_values_);
   add(int8_rows_);
   return bytes + tile_code_count_ * sizeof(uint16_t);
 }

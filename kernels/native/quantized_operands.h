@@ -6,7 +6,8 @@
 //   the unquantized operands are computed with the dequantized ones);
 // - the native path of the dense forwards: bf16/fp16 K and V as 16-bit codes, fp8 ones as
 //   8-bit codes with a scale per token, int8 Q and K as
-//   integer codes with per-token scales, int8 V paired by key for the integer P V product.
+//   integer codes with per-token scales, int8 V in key quads (or V^T) for the integer P V
+//   product.
 #ifndef LPATTN_KERNELS_NATIVE_QUANTIZED_OPERANDS_H_
 #define LPATTN_KERNELS_NATIVE_QUANTIZED_OPERANDS_H_
 
@@ -85,17 +86,17 @@ class QuantizedOperands {
   AmxScores AmxScoresFor(const CodedKv& k) const;
   // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.
   bool NativeInt8(const quant::QuantSpec& key) const;
-  // int8 codes of Q (rows widened to int16) or K (int16 pairs as int32 words), into `out`.
+  // int8 codes of Q (rows widened to int16), into `out`.
   void EncodeIntQueries(ConstTensor q, IntQk& out);
-  void EncodeIntKeys(ConstTensor k, IntQk& out);
-  // int8 K for AMX tiles (amx_int8 enabled, a head dimension they take) or the u8 x s8 VNNI
-  // tile (avx512_vnni enabled, head_dim a multiple of 4): codes as rows, with their sums.
+  // Whether int8 Q K^T can take AMX tiles (amx_int8 enabled, a head dimension they take) or
+  // the u8 x s8 VNNI tile (a VNNI family enabled, head_dim a multiple of 4).
   bool AmxInt8Keys() const;
   bool VnniInt8Keys() const;
+  // int8 K as rows of codes with their sums, one byte an element, into `out`.
   void EncodeInt8KeyRows(ConstTensor k, IntQk& out);
   // int8 P V on the native path: p = int8, V in int8 with one scale per tensor.
   bool NativeInt8Pv(const quant::QuantSpec& value) const;
-  // V^T for AMX int8, quads for the u8 x s8 VNNI tile, else pairs for the Highway tile.
+  // V^T for AMX int8, else key quads.
   IntPv EncodeIntValues(ConstTensor v);
   // bf16 V with p = bf16, a head dimension the tiles take, amx_bf16 and avx512_bf16 enabled
   // (V must also hold no inf or NaN: EncodeTransposedValues): the P V product on AMX tiles.
@@ -124,8 +125,7 @@ class QuantizedOperands {
   std::deque<Buffer<float>> copies_;
   std::deque<Buffer<uint16_t>> codes_;
   std::deque<Buffer<int16_t>> int_queries_;
-  std::deque<Buffer<int32_t>> int_keys_;
-  std::deque<Buffer<int16_t>> int_values_;
+  std::deque<Buffer<int32_t>> int_keys_;  // K's code sums
   std::deque<Buffer<uint8_t>> int8_rows_;
   std::deque<hwy::AlignedFreeUniquePtr<uint16_t[]>> tile_codes_;  // written in full: no zeroing
   size_t tile_code_count_ = 0;

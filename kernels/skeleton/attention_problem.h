@@ -29,23 +29,22 @@ struct CodedKv {
   bool e5m2 = false;                    // else e4m3
 };
 
-// Q and K as int8 codes widened to int16, with a scale per token: docs/math.md §4's native int8 Q K^T.
-// Rows hold `pairs` channel pairs (the last padded with 0 for an odd head_dim); dense layouts
-// [batch, heads, q_len] and [batch, kv_heads, kv_len] of rows.
+// int8 Q and K with a scale per token: docs/math.md §4's native int8 Q K^T. Q's codes are
+// widened to int16 rows of `pairs` channel pairs (the last padded with 0 for an odd
+// head_dim), K's are rows of bytes with each row's code sum (the u8 x s8 tile's bias
+// correction); dense layouts [batch, heads, q_len] and [batch, kv_heads, kv_len] of rows.
 struct IntQk {
   const int16_t* q = nullptr;   // [rows][2 pairs]
   const float* q_scale = nullptr;
-  const int32_t* k = nullptr;   // [rows][pairs], each word the int16 pair (k[2p], k[2p + 1])
-  // Or, prepared for AMX int8 tiles or the u8 x s8 VNNI tile (then k is null): K's codes as
-  // rows [rows][head_dim], and each row's code sum (the VNNI tile's bias correction).
-  const int8_t* k_rows = nullptr;
+  const int8_t* k_rows = nullptr;  // [rows][head_dim], one byte an element
   const int32_t* k_sums = nullptr;
   const float* k_scale = nullptr;
   size_t pairs = 0;
 };
 
-// One K row of `dim` int8 codes as IntQk::k's words: each channel pair's int16 codes
-// (k[2p], k[2p + 1]) in one little-endian int32 word, an odd dim's last pair padded with 0.
+// One K row of `dim` int8 codes as the int16 pair tile's words: each channel pair's int16
+// codes (k[2p], k[2p + 1]) in one little-endian int32 word, an odd dim's last pair padded
+// with 0.
 inline void Int8RowToPairWords(const int8_t* row, size_t dim, int32_t* words) {
   for (size_t p = 0; p < (dim + 1) / 2; ++p) {
     const uint32_t lo = uint16_t(int16_t(row[2 * p]));
@@ -54,28 +53,24 @@ inline void Int8RowToPairWords(const int8_t* row, size_t dim, int32_t* words) {
   }
 }
 
-// V as int8 codes widened to int16 with one scale for the whole tensor, for the native int8
-// P V product (with P rounded to int8): per (batch, kv head), key pairs of rows interleaved,
-// [kv_len / 2 rounded up][width][2], zero beyond head_dim and past the last key.
+// V as int8 codes for the native int8 P V product (with P rounded to int8), one byte an
+// element, with V's scales: v_scales[0] for every element (per tensor, scale_stride 0), or
+// head_dim per (batch, kv head) slice (per channel, scale_stride = head_dim).
 struct IntPv {
-  const int16_t* v = nullptr;
-  // V's scales: v_scales[0] for every element (per tensor, scale_stride 0), or head_dim per
-  // (batch, kv head) slice (per channel, scale_stride = head_dim).
   const float* v_scales = nullptr;
   size_t scale_stride = 0;
-  size_t width = 0;      // columns per key pair: head_dim rounded up to a multiple of 32
-  size_t key_pairs = 0;  // per (batch, kv head)
-  // Or, prepared for AMX int8 tiles (then v is null): V^T as int8 codes, per (batch, kv head)
-  // [head_dim][vt_key_stride], zero from kv_len on (a tile step of 64 keys reads past a tile).
+  size_t width = 0;  // columns of a key quad row: head_dim rounded up to a multiple of 32
+  // Prepared for AMX int8 tiles: V^T, per (batch, kv head) [head_dim][vt_key_stride], zero from
+  // kv_len on (a tile step of 64 keys reads past a tile).
   const int8_t* vt = nullptr;
   size_t vt_key_stride = 0;
-  // Or, prepared for the u8 x s8 VNNI tile (then v and vt are null): quads of keys' codes
-  // interleaved column by column, per (batch, kv head) [key_quads][width][4], zero beyond
-  // head_dim and past the last key.
+  // Otherwise: quads of keys' codes interleaved column by column, per (batch, kv head)
+  // [key_quads][width][4], zero beyond head_dim and past the last key; the u8 x s8 tile reads
+  // them as they are, the int16 pair tile regroups each key tile's.
   const int8_t* v_quads = nullptr;
   size_t key_quads = 0;
 
-  bool set() const { return v != nullptr || vt != nullptr || v_quads != nullptr; }
+  bool set() const { return vt != nullptr || v_quads != nullptr; }
 };
 
 // V transposed, as bf16 codes, for the P V product on AMX tiles (with P rounded to bf16): per

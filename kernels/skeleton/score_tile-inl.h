@@ -197,6 +197,25 @@ HWY_INLINE void PackInt8QueryQuads(const AttentionProblem& p, size_t b, size_t h
   }
 }
 
+// Rows of int8 K codes as the int16 pair tile's words (Int8RowToPairWords, vectorised): each
+// code sign-extended to int16, in order, an odd dim's last pair padded with 0.
+HWY_INLINE void WidenKeyRows(const int8_t* rows, size_t nk, size_t dim, size_t pairs,
+                             int32_t* HWY_RESTRICT words) {
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const size_t N = hn::Lanes(d16);
+  for (size_t j = 0; j < nk; ++j) {
+    const int8_t* row = rows + j * dim;
+    int32_t* out = words + j * pairs;
+    size_t c = 0;
+    for (; c + N <= dim; c += N) {
+      hn::StoreU(hn::BitCast(d32, hn::PromoteTo(d16, hn::LoadU(d8, row + c))), d32, out + c / 2);
+    }
+    Int8RowToPairWords(row + c, dim - c, out + c / 2);
+  }
+}
+
 // Whether this target's int8 score product runs on the u8 x s8 tile (K prepared for it, and
 // this target's VNNI family enabled: the AVX3 and AVX2 code only).
 HWY_INLINE bool QuadScores(const AttentionProblem& p) {
@@ -236,19 +255,11 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
     return;
   }
 #endif
-  if (p.int_qk.k_rows != nullptr) {  // rows prepared for the tiles, which this code cannot take
+  if (p.int_qk.k_rows != nullptr) {  // the int16 pair tile, on this key tile's widened rows
     const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
     int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
-    for (size_t j = 0; j < nk; ++j) {
-      Int8RowToPairWords(p.int_qk.k_rows + (row0 + j) * p.dim, p.dim, words + j * pairs);
-    }
+    WidenKeyRows(p.int_qk.k_rows + row0 * p.dim, nk, p.dim, pairs, words);
     IntMatMul({words, pairs, 1, p.int_qk.k_scale + row0},
-              {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
-    return;
-  }
-  if (p.int_qk.k != nullptr) {
-    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
-    IntMatMul({p.int_qk.k + row0 * pairs, pairs, 1, p.int_qk.k_scale + row0},
               {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
     return;
   }

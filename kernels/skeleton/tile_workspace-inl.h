@@ -320,6 +320,30 @@ HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, 
   }
 }
 
+// One key tile's quad rows of V codes (keys from a multiple of 4; IntPv::v_quads) as the int16
+// pair tile's panel: pair row r holds keys 2r and 2r + 1, each column's two codes
+// sign-extended into one int32 word, [ceil(nk / 2)][width] words.
+HWY_INLINE void QuadsToPairs(const int8_t* quads, size_t width, size_t nk,
+                             int32_t* HWY_RESTRICT pairs) {
+  const hn::ScalableTag<int32_t> d;
+  const size_t N = hn::Lanes(d);
+  const auto low = hn::Set(d, 0xFFFF);
+  const size_t pair_rows = (nk + 1) / 2;
+  for (size_t r = 0; r < pair_rows; r += 2) {
+    const int8_t* quad_row = quads + (r / 2) * width * 4;
+    for (size_t c = 0; c < width; c += N) {
+      const auto x = hn::LoadU(d, reinterpret_cast<const int32_t*>(quad_row + 4 * c));
+      const auto k0 = hn::ShiftRight<24>(hn::ShiftLeft<24>(x));  // arithmetic: sign-extended
+      const auto k1 = hn::ShiftRight<24>(hn::ShiftLeft<16>(x));
+      hn::StoreU(hn::Or(hn::And(k0, low), hn::ShiftLeft<16>(k1)), d, pairs + r * width + c);
+      if (r + 1 == pair_rows) continue;
+      const auto k2 = hn::ShiftRight<24>(hn::ShiftLeft<8>(x));
+      const auto k3 = hn::ShiftRight<24>(x);
+      hn::StoreU(hn::Or(hn::And(k2, low), hn::ShiftLeft<16>(k3)), d, pairs + (r + 1) * width + c);
+    }
+  }
+}
+
 // docs/math.md §4.2's scale of one int8 P or dS block (rows x cols, `stride` apart), as
 // RoundBackwardBlock takes it: amax / 127; 0 for a block without a nonzero magnitude or with
 // magnitudes below every scale (it adds nothing); NaN for one holding an inf or NaN.
@@ -406,21 +430,19 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
   }
 #endif
   PackWeightCodes<2>(weights, nk, pairs, columns, p.p_scale, ws.weight_pairs);
-  const int16_t* panel = v.v + (slice * v.key_pairs + j0 / 2) * v.width * 2;
-  if (v.v == nullptr) {  // V prepared for AMX tiles or the VNNI tile, which are off: this tile's pairs
-    int16_t* pairs_of_tile = reinterpret_cast<int16_t*>(ws.key_rows.get());
-    std::fill(pairs_of_tile, pairs_of_tile + pairs * v.width * 2, int16_t(0));
+  int32_t* pair_words = reinterpret_cast<int32_t*>(ws.key_rows.get());  // [pairs][width]
+  if (v.v_quads != nullptr) {
+    QuadsToPairs(v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4, v.width, nk, pair_words);
+  } else {  // V^T prepared for AMX tiles that are off now
+    int16_t* codes = reinterpret_cast<int16_t*>(pair_words);
+    std::fill(codes, codes + pairs * v.width * 2, int16_t(0));
     for (size_t j = 0; j < nk; ++j) {
       for (size_t c = 0; c < p.dim; ++c) {
-        const int8_t code =
-            v.vt != nullptr
-                ? v.vt[(slice * p.dim + c) * v.vt_key_stride + j0 + j]
-                : v.v_quads[((slice * v.key_quads + (j0 + j) / 4) * v.width + c) * 4 + (j0 + j) % 4];
-        pairs_of_tile[(j / 2) * v.width * 2 + 2 * c + j % 2] = code;
+        codes[(j / 2) * v.width * 2 + 2 * c + j % 2] = v.vt[(slice * p.dim + c) * v.vt_key_stride + j0 + j];
       }
     }
-    panel = pairs_of_tile;
   }
+  const int16_t* panel = reinterpret_cast<const int16_t*>(pair_words);
   IntMatMul<true>({ws.weight_pairs, 1, kTileQ, ws.weight_scale}, {panel, v.width, ws.value_scale},
                   {out, padded_dim}, nq, padded_dim, pairs);
 }

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "kernels/precision.h"
-#include "kernels/native/native_paths.h"
 #include "kernels/prepared_kv.h"
 #include "tests/kernels/attention_case.h"
 
@@ -166,12 +165,10 @@ TEST(PreparedKv, ForwardMatchesThePlainCallAndHoldsLessStorage) {
       }
       if (std::string(precision).find("vgran=channel") != std::string::npos) {
         // Both integer paths, with per-token K scales and one V scale per (batch, kv head,
-        // channel): where the u8 x s8 VNNI tile runs, K as int8 rows with their code sums and
-        // V as int8 quads of keys (head_dim padded to 32), one byte an element; else K as
-        // int16 pairs and V as pair-interleaved int16 codes.
-        const bool vnni = native::NativePathEnabled(native::NativePath::kAvx512Vnni);
-        const size_t k_bytes = vnni ? 2 * 2 * 130 * 32 + 2 * 2 * 130 * 4 : 2 * 2 * 130 * 16 * 4;
-        const size_t v_bytes = vnni ? 2 * 2 * 33 * 4 * 32 : 2 * 2 * 65 * 32 * 2 * 2;  // keys padded to quads, pairs
+        // channel), one byte an element: K as int8 rows with their code sums, V as int8 quads
+        // of keys (130 keys padded to 33 quads; head_dim 32 already a multiple of 32).
+        const size_t k_bytes = 2 * 2 * 130 * 32 + 2 * 2 * 130 * 4;
+        const size_t v_bytes = 2 * 2 * 33 * 4 * 32;
         EXPECT_EQ(kv.StorageBytes(),
                   k_bytes + v_bytes + size_t(2 * 2 * 130 * 4 + 2 * 2 * 32 * 4));
       }
