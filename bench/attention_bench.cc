@@ -15,6 +15,7 @@
 #include <exception>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "bench/peak_bw.h"
 #include "bench/peak_fma.h"
 #include "bench/peak_native.h"
 #include "kernels/attention.h"
@@ -211,6 +213,32 @@ void BM_PreparedForward(benchmark::State& state, const Precision& precision) {
   SetFlopCounters(state, ForwardFlops(config.shape, config.options.causal), config.options.threads);
   SetFormatPeakCounter(state, precision, config.shape.head_dim,
                        ForwardFlops(config.shape, config.options.causal), config.options.threads);
+  state.counters["kv_bytes"] = double(kv->StorageBytes());
+}
+
+// exact_decode*: q_len new queries (1; 4 and 16 for speculative decoding) against kv_len keys
+// held in a PreparedKv of the cache's format, batch 1, causal (docs/performance.md §1). A call
+// reads the cache once: GBps counts the bytes it holds per second, bw_frac divides them by
+// peak_bw of the same thread count in the same run.
+void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precision, int threads) {
+  AttentionOptions options;
+  options.causal = true;
+  options.threads = threads;
+  options.precision = precision;
+  ForwardBuffers buffers(shape);
+  const ForwardArgs args = buffers.Args();
+  std::unique_ptr<PreparedKv> kv;
+  try {
+    kv = std::make_unique<PreparedKv>(shape, precision, args.k, args.v, threads);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) ExactForward(shape, options, args.q, *kv, args.o, args.lse);
+  const double gigabytes = double(kv->StorageBytes()) * 1e-9;
+  state.counters["GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw_frac"] = benchmark::Counter(gigabytes / MeasuredPeakBandwidth(threads),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.counters["kv_bytes"] = double(kv->StorageBytes());
 }
 
@@ -606,6 +634,29 @@ const bool kRegistered = [] {
     RegisterFamily(kPrecisionGrid, name + "_bwd", BM_ExactBackward, precision);
   }
   RegisterFamily(kAttentionGrid, "naive_fwd", BM_NaiveForward);
+  // Decode against a KV cache in each format, with one byte an element for int8 (K per token,
+  // V per channel) and fp8 (per token); H = 32 query heads over 8 kv heads, D = 128.
+  const std::pair<const char*, const char*> kCacheFormats[] = {
+      {"fp32", ""}, {"bf16", "qk=bf16,pv=bf16"}, {"fp16", "qk=fp16,pv=fp16"},
+      {"int8", "qk=int8,pv=int8,p=int8,gran=token,vgran=channel"},
+      {"fp8", "qk=fp8e4m3,pv=fp8e4m3,gran=token"}};
+  for (const int64_t q_len : {1, 4, 16}) {
+    for (const int64_t kv_len : {4096, 32768}) {
+      for (const auto& [format, text] : kCacheFormats) {
+        for (const int threads : {1, 2}) {
+          if (q_len > 1 && threads == 1) continue;  // speculative decoding: 2 threads only
+          const AttentionShape shape{1, 32, 8, q_len, kv_len, 128};
+          const std::string name =
+              std::string("exact_decode") + (q_len > 1 ? "_q" + std::to_string(q_len) : "") +
+              "/Tk:" + std::to_string(kv_len) + "/D:128/H:32/Hkv:8/kv:" + format +
+              "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Decode, shape, ParsePrecision(text), threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
+      }
+    }
+  }
   // The K-interval variants the paper's table turns on (docs/harness.md §4).
   for (const char* text : {"K=4,round=nearest,ste=weight", "K=4,cal=window,round=nearest,ste=prob",
                            "K=16,cal=window,ste=weight", "K=32"}) {
