@@ -115,13 +115,18 @@ std::string FormatPeakFamily(const Precision& precision, int64_t dim, bool backw
                ? "peak_amx_bf16"
                : "";
   }
-  if (precision.qk == quant::Format::kBf16 && dim % 32 == 0 && enabled("amx_bf16")) {
-    return "peak_amx_bf16";
+  const bool fp8 = precision.qk == quant::Format::kFp8E4M3 || precision.qk == quant::Format::kFp8E5M2;
+  if ((precision.qk == quant::Format::kBf16 || precision.qk == quant::Format::kFp16 || fp8) &&
+      dim % 32 == 0 && enabled("amx_bf16") && !precision.smooth_k &&
+      (!fp8 || precision.granularity != quant::Granularity::kChannel)) {
+    return "peak_amx_bf16";  // fp16's split product does four bf16 products per fp16 one
   }
   if (precision.qk == quant::Format::kInt8 && !precision.smooth_k &&
       precision.granularity != quant::Granularity::kChannel) {
     if (dim % 64 == 0 && enabled("amx_int8")) return "peak_amx_int8";
-    if (info.chosen == "AVX3" && enabled("avx512_vnni")) return "peak_vnni16";
+    const bool quads = dim % 4 == 0;  // the u8 x s8 tile, else the int16 pair tile
+    if (info.chosen == "AVX3" && enabled("avx512_vnni")) return quads ? "peak_vnni" : "peak_vnni16";
+    if (info.chosen == "AVX2" && enabled("avx_vnni") && quads) return "peak_avxvnni";
   }
   return "";
 }

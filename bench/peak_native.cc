@@ -3,9 +3,9 @@
 // benchmark present only where this CPU has the family:
 //   peak_bf16dot   vdpbf16ps zmm         2 x 32 FLOPs per instruction
 //   peak_fp16fma   vfmadd231ph zmm       2 x 32 FLOPs
-//   peak_vnni      vpdpbusd zmm (u8 x s8) 2 x 64 ops
-//   peak_vnni16    vpdpwssd zmm (int16)   2 x 32 ops (today's int8 products)
-//   peak_avxvnni   vpdpbusd ymm (VEX)     2 x 32 ops
+//   peak_vnni      vpdpbusd zmm (u8 x s8) 2 x 64 ops (the u8 x s8 int8 tile, AVX3)
+//   peak_vnni16    vpdpwssd zmm (int16)   2 x 32 ops (the int16 pair tile, AVX3)
+//   peak_avxvnni   vpdpbusd ymm (VEX)     2 x 32 ops (the u8 x s8 int8 tile, AVX2)
 //   peak_amx_bf16  tdpbf16ps             2 x 16 x 16 x 32 FLOPs
 //   peak_amx_int8  tdpbusd               2 x 16 x 16 x 64 ops
 // Each vector loop runs twelve independent accumulator chains (enough in flight for two
