@@ -95,13 +95,8 @@ void BM_PeakBandwidth(benchmark::State& state) {
   state.counters["bw_frac"] = benchmark::Counter(bytes * 1e-9 / peak, benchmark::Counter::kIsRate);
 }
 
-BENCHMARK(BM_PeakBandwidth)
-    ->Name("peak_bw")
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(2)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+const bool kRegistered =
+    AsPeakBenchmark(benchmark::RegisterBenchmark("peak_bw", BM_PeakBandwidth)) != nullptr;
 
 }  // namespace
 }  // namespace lpattn::bench

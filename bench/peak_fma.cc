@@ -130,13 +130,8 @@ void BM_PeakFma(benchmark::State& state) {
   state.counters["peak_frac"] = benchmark::Counter(gflop / peak, benchmark::Counter::kIsRate);
 }
 
-BENCHMARK(BM_PeakFma)
-    ->Name("peak_fma")
-    ->ArgName("threads")
-    ->Arg(1)
-    ->Arg(2)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
+const bool kRegistered =
+    AsPeakBenchmark(benchmark::RegisterBenchmark("peak_fma", BM_PeakFma)) != nullptr;
 
 }  // namespace
 }  // namespace lpattn::bench

@@ -1,6 +1,8 @@
 // The timing of the peak loops (peak_loop.h).
 #include "bench/peak_loop.h"
 
+#include <benchmark/benchmark.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -60,6 +62,10 @@ double BestRoundRate(int threads, const PeakChunk& chunk) {
   double best = 0.0;
   for (int round = 0; round < 4; ++round) best = std::max(best, TimedRoundRate(threads, 0.05, chunk));
   return best;
+}
+
+benchmark::internal::Benchmark* AsPeakBenchmark(benchmark::internal::Benchmark* b) {
+  return b->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
 }
 
 }  // namespace lpattn::bench

@@ -7,7 +7,15 @@
 #include <cstdint>
 #include <functional>
 
+namespace benchmark::internal {
+class Benchmark;
+}  // namespace benchmark::internal
+
 namespace lpattn::bench {
+
+// The shape every peak benchmark takes: `<name>/threads:1` and `/threads:2`, wall time in ms.
+// Returns b.
+benchmark::internal::Benchmark* AsPeakBenchmark(benchmark::internal::Benchmark* b);
 
 // One chunk of a peak loop: `iterations` rounds on the calling thread; returns the operations
 // done (2 per multiply-accumulate) and writes a value to *sink so that nothing is optimised out.

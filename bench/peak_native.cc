@@ -221,12 +221,7 @@ void BM_PeakNative(benchmark::State& state, const Family* family) {
 const bool kRegistered = [] {
   for (const Family& family : kFamilies) {
     if (!OnThisCpu(family.path)) continue;
-    benchmark::RegisterBenchmark(family.benchmark, BM_PeakNative, &family)
-        ->ArgName("threads")
-        ->Arg(1)
-        ->Arg(2)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+    AsPeakBenchmark(benchmark::RegisterBenchmark(family.benchmark, BM_PeakNative, &family));
   }
   return true;
 }();
