@@ -162,15 +162,7 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
   if (native::AmxInt8TakesDim(dim) && native::NativePathEnabled(native::NativePath::kAmxInt8)) {
     // V^T for the tiles: [head_dim][key stride] per slice, one 64-key step past the last tile.
     const size_t key_stride = (tokens + kTileK - 1) / kTileK * kTileK + 64;
-    Buffer<uint8_t>& vt = int8_rows_.emplace_back(slices * dim * key_stride, uint8_t(0));
-    for (size_t slice = 0; slice < slices; ++slice) {
-      for (size_t j = 0; j < tokens; ++j) {
-        for (size_t c = 0; c < dim; ++c) {
-          vt[(slice * dim + c) * key_stride + j] = codes[(slice * tokens + j) * dim + c];
-        }
-      }
-    }
-    out.vt = reinterpret_cast<const int8_t*>(vt.data());
+    out.vt = TransposedCodes(codes, slices, tokens, key_stride);
     out.vt_key_stride = key_stride;
     return out;
   }
@@ -470,15 +462,21 @@ const int8_t* QuantizedOperands::Int8ChannelRows(ConstTensor t, int64_t heads, i
                                 {t.data, shape_.batch, heads, tokens, shape_.head_dim,
                                  t.strides.batch, t.strides.head, t.strides.token},
                                 codes.data(), channel_scales.data(), "lpattn backward int8 operand");
+  scales = channel_scales.data();
+  return TransposedCodes(codes, slices, n, t_pad);
+}
+
+const int8_t* QuantizedOperands::TransposedCodes(const Buffer<uint8_t>& codes, size_t slices,
+                                                 size_t tokens, size_t t_pad) {
+  const size_t dim = size_t(shape_.head_dim);
   Buffer<uint8_t>& rows = int8_rows_.emplace_back(slices * dim * t_pad, uint8_t(0));
   tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
-    const uint8_t* in = codes.data() + slice * n * dim;
+    const uint8_t* in = codes.data() + slice * tokens * dim;
     uint8_t* out = rows.data() + slice * dim * t_pad;
-    for (size_t j = 0; j < n; ++j) {
+    for (size_t j = 0; j < tokens; ++j) {
       for (size_t c = 0; c < dim; ++c) out[c * t_pad + j] = in[j * dim + c];
     }
   });
-  scales = channel_scales.data();
   return reinterpret_cast<const int8_t*>(rows.data());
 }
 

@@ -114,6 +114,10 @@ class QuantizedOperands {
   // past `tokens`; the scales [slice][D] into `scales`.
   const int8_t* Int8ChannelRows(ConstTensor t, int64_t heads, int64_t tokens, size_t t_pad,
                                 const float*& scales);
+  // Dense int8 codes [slices][tokens][D] transposed to [slices][D][t_pad], zero past `tokens`
+  // (AMX int8 tiles' rows of tokens: V^T, and the int8 backward's operands), held here.
+  const int8_t* TransposedCodes(const Buffer<uint8_t>& codes, size_t slices, size_t tokens,
+                                size_t t_pad);
   // One AMX tile layout (attention_problem.h's AmxBackward; kTransposed is the forward's V^T
   // too) of a tensor holding bf16 values, whose codes are the upper halves of their bits. Needs
   // AVX-512 (every AMX path's condition). finite turns false if an element is inf or NaN.
