@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "kernels/attention.h"
+#include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
 #include "kernels/native/prepared_kv_impl.h"
 #include "kernels/native/quantized_operands.h"
@@ -67,7 +68,8 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
   RunWithThreads(options.threads, [&] {
     QuantizedOperands operands(shape, options.precision);
     AttentionProblem coded = problem;
-    const ForwardArgs in = operands.SubstituteForward(args, coded);
+    ForwardArgs in = operands.SubstituteForward(args, coded);
+    PlanDecode(coded, in);
     HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(coded, in);
   });
 }
@@ -100,8 +102,10 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
   RunWithThreads(options.threads, [&] {
     QuantizedOperands queries(shape, options.precision);
     ForwardArgs in = args;
-    in.q = queries.PrepareQueries(q, problem);
-    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, in);
+    AttentionProblem planned = problem;
+    in.q = queries.PrepareQueries(q, planned);
+    PlanDecode(planned, in);
+    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(planned, in);
   });
 }
 

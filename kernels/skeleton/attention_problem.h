@@ -176,13 +176,40 @@ struct AttentionProblem {
   float p_scale = 1.0f;
   BackwardRounding bwd;  // the backward's (§4.2); all unset: the plain fp32 backward
 
+  // The decode layout of the forward (docs/design.md §8), set by PlanDecode: `heads` are
+  // then the kv heads and each one's q_len rows are its group's query heads, head_rows rows
+  // (queries) each, head after head. Row i of head g is query i % head_rows of query head
+  // g * query_group + i / head_rows, so K and V are read once per group. 0: rows are queries.
+  size_t head_rows = 0;
+  size_t query_group = 1;
+  // Split-KV (docs/math.md §5): each query tile's keys are taken in blocks of key_block keys
+  // (a multiple of kTileK), one task each, whose partial (m, Z, o) are merged in block order.
+  // 0: one task takes all of a tile's keys.
+  size_t key_block = 0;
+
   size_t group() const { return heads / kv_heads; }
   float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }
+  // The sink logit of row i of head h (of the query head it belongs to, in the decode layout).
+  float RowSink(size_t h, size_t i) const {
+    return head_rows == 0 ? sink(h) : sink(h * query_group + i / head_rows);
+  }
   // §0: query i sees keys j < VisibleEnd(i) (bottom-right aligned causal mask).
   size_t VisibleEnd(size_t i) const {
     if (!causal) return kv_len;
-    const ptrdiff_t end = ptrdiff_t(i) + ptrdiff_t(kv_len) - ptrdiff_t(q_len) + 1;
+    const size_t position = head_rows == 0 ? i : i % head_rows;
+    const size_t queries = head_rows == 0 ? q_len : head_rows;
+    const ptrdiff_t end = ptrdiff_t(position) + ptrdiff_t(kv_len) - ptrdiff_t(queries) + 1;
     return size_t(std::clamp<ptrdiff_t>(end, 0, ptrdiff_t(kv_len)));
+  }
+  // The least and the greatest VisibleEnd of rows [i0, i0 + n): those of its first and last
+  // rows, unless the range crosses into another query head's rows in the decode layout.
+  size_t MinVisibleEnd(size_t i0, size_t n) const {
+    if (head_rows == 0 || i0 % head_rows + n <= head_rows) return VisibleEnd(i0);
+    return VisibleEnd(0);
+  }
+  size_t MaxVisibleEnd(size_t i0, size_t n) const {
+    if (head_rows == 0 || i0 % head_rows + n <= head_rows) return VisibleEnd(i0 + n - 1);
+    return VisibleEnd(head_rows - 1);
   }
   // First query that sees key j (q_len if none).
   size_t FirstQuerySeeing(size_t j) const {

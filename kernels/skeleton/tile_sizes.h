@@ -15,6 +15,11 @@ namespace lpattn {
 inline constexpr size_t kTileQ = 96;
 inline constexpr size_t kTileK = 48;
 inline constexpr size_t kTileMax = kTileQ > kTileK ? kTileQ : kTileK;
+// Split-KV (docs/math.md §5): key blocks of kKeyBlock keys (whole key tiles), more once a
+// row would have over kMaxKeyBlocks of them.
+inline constexpr size_t kKeyBlock = 32 * kTileK;
+inline constexpr size_t kMaxKeyBlocks = 128;
+
 // The backward's dS blocks (docs/math.md §4.2) are the tiles.
 static_assert(kTileQ == size_t(kBlockQueries) && kTileK == size_t(kBlockKeys));
 

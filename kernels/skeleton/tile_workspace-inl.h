@@ -607,9 +607,9 @@ HWY_INLINE void ParallelTiles(size_t count, const Task& task) {
 HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, size_t j0,
                             size_t nk, TileWorkspace& ws) {
   std::fill(ws.range_begin, ws.range_begin + kTileQ, 0u);
-  // Visible ends grow with the row, so the first row decides whether the tile is interior
+  // Visible ends grow with the row (within a query head), so the least decides whether the tile is interior
   // (the common case, filled without per-row work).
-  const bool all_visible = p.VisibleEnd(i0) >= j0 + nk;
+  const bool all_visible = p.MinVisibleEnd(i0, nq) >= j0 + nk;
   for (size_t i = 0; i < kTileQ; ++i) {
     size_t limit = nk;
     if (i >= nq) {
@@ -634,7 +634,7 @@ HWY_INLINE size_t QueryColumns(size_t nq) {
 
 // Keys that the query tile [i0, i0 + nq) can see at all: [0, KeyEnd).
 HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
-  return p.VisibleEnd(i0 + nq - 1);
+  return p.MaxVisibleEnd(i0, nq);
 }
 
 // Copies the parameters of rows [row, row + nq) into per-parameter lanes (staged[k][i]),

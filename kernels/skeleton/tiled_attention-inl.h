@@ -14,8 +14,8 @@
 //
 // A row transform policy is an object (its options and where its saved statistics go) that
 // provides (see SoftmaxTransform, KIntervalTransform, ThresholdTransform):
-//   ForwardState, BeginForward(state, has_sink, sink_logit, row)  per-row state of one query
-//       tile whose first row is `row` of the [batch, heads, q_len] grid
+//   ForwardState, BeginForward(state, sinks, row)  per-row state of one query tile whose first
+//       row is `row` of the [batch, heads, q_len] grid; sinks: each row's sink logit, or null
 //   kRowStatsPass: if true, ObserveTile(st, nk, columns, j0, visible, all_visible, state) on
 //       every key tile and then EndObserving(state, columns), before any weight: for weights
 //       that need the final row statistics (K-interval: row max, min, argmax, argmin)

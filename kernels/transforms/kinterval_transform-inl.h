@@ -53,6 +53,7 @@ struct FixedKInterval {
 
 template <class Choices>
 struct KIntervalTransformT {
+  static constexpr bool kMergesKeyBlocks = false;  // no split-KV (docs/design.md §8)
   static constexpr bool kRowStatsPass = true;  // the grid hangs off the final max and min
   static constexpr bool kHasRowTerms = true;   // calibration terms, or the prob surrogate's sum
   static constexpr bool kSparseWeights = false;  // zeros only below a window: not worth a test
@@ -171,7 +172,7 @@ struct KIntervalTransformT {
 
   using ForwardState = KIntervalForwardState;
 
-  void BeginForward(ForwardState& st, bool, float, size_t) const {
+  void BeginForward(ForwardState& st, const float*, size_t) const {
     for (size_t i = 0; i < kTileQ; ++i) {
       st.m[i] = -std::numeric_limits<float>::infinity();
       st.a[i] = std::numeric_limits<float>::infinity();

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -48,11 +49,12 @@ struct SoftmaxTransform {
     HWY_ALIGN float z[kTileQ];  // running normaliser, relative to m
   };
 
-  // §1.1: the online state starts with m = tau, Z = 1 with a sink, m = -inf, Z = 0 without.
-  static void BeginForward(ForwardState& state, bool has_sink, float sink_logit, size_t) {
+  // §1.1: the online state starts with m = tau, Z = 1 with a sink (tau = sinks[i] for row i),
+  // m = -inf, Z = 0 without (sinks null).
+  static void BeginForward(ForwardState& state, const float* sinks, size_t) {
     for (size_t i = 0; i < kTileQ; ++i) {
-      state.m[i] = has_sink ? sink_logit : -std::numeric_limits<float>::infinity();
-      state.z[i] = has_sink ? 1.0f : 0.0f;
+      state.m[i] = sinks != nullptr ? sinks[i] : -std::numeric_limits<float>::infinity();
+      state.z[i] = sinks != nullptr ? 1.0f : 0.0f;
     }
   }
 
@@ -100,6 +102,36 @@ struct SoftmaxTransform {
       out_factor[i] = z > 0.0f ? 1.0f / z : (z == 0.0f ? 0.0f : z);
       lse[row + i] = state.m[i] + std::log(z);
     }
+  }
+
+  // §5 split-KV: a key block's partial state, m then Z per row ([2][stride]); a block
+  // without a visible key has m = -inf, Z = 0.
+  static constexpr bool kMergesKeyBlocks = true;
+  static constexpr size_t kBlockState = 2;
+  static void SaveBlock(const ForwardState& state, size_t nq, size_t stride, float* out) {
+    std::copy(state.m, state.m + nq, out);
+    std::copy(state.z, state.z + nq, out + stride);
+  }
+  static void EmptyBlock(size_t nq, size_t stride, float* out) {
+    std::fill(out, out + nq, -std::numeric_limits<float>::infinity());
+    std::fill(out + stride, out + stride + nq, 0.0f);
+  }
+  // §5's merge of row i over the blocks' states, in block order, with the sink (a block of
+  // m = tau, Z = 1 and no output) when `sink` is set: each block's output weight
+  // exp(m_c - m) / Z, and lse = m + log Z for the row.
+  void MergeBlocks(const float* const* states, size_t blocks, size_t stride, size_t i,
+                   const float* sink, size_t row, float* weights) const {
+    float m = sink != nullptr ? *sink : -std::numeric_limits<float>::infinity();
+    for (size_t c = 0; c < blocks; ++c) m = std::max(m, states[c][i]);
+    float z = sink != nullptr ? std::exp(*sink - m) : 0.0f;
+    for (size_t c = 0; c < blocks; ++c) {
+      const float m_c = states[c][i];
+      weights[c] = m_c == -std::numeric_limits<float>::infinity() ? 0.0f : std::exp(m_c - m);
+      z += weights[c] * states[c][stride + i];
+    }
+    const float factor = z > 0.0f ? 1.0f / z : (z == 0.0f ? 0.0f : z);
+    for (size_t c = 0; c < blocks; ++c) weights[c] *= factor;
+    lse[row] = m + std::log(z);
   }
 
   void RowParams(size_t row, float delta, float* out) const {

@@ -39,6 +39,7 @@ HWY_INLINE V Exceedance(D d, int p, V s, V tau) {
 }
 
 struct ThresholdTransform {
+  static constexpr bool kMergesKeyBlocks = false;  // no split-KV (docs/design.md §8)
   static constexpr bool kRowStatsPass = false;  // tau depends on the row length only
   static constexpr bool kHasRowTerms = true;    // the row sums of d beta and d lambda
   static constexpr bool kSparseWeights = true;  // exact zeros: skip or sparse P V
@@ -64,7 +65,7 @@ struct ThresholdTransform {
     float minus_lambda;
   };
 
-  void BeginForward(ForwardState& st, bool, float, size_t row) const {
+  void BeginForward(ForwardState& st, const float*, size_t row) const {
     const size_t i0 = row % q_len, h = row / q_len % heads;
     for (size_t i = 0; i < kTileQ; ++i) {
       st.tau[i] = i0 + i < q_len ? tau[i0 + i] : 0.0f;

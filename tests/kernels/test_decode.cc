@@ -1,0 +1,102 @@
+// Decode (docs/design.md §8, docs/math.md §5): few queries per head against many keys, with
+// the GQA group's query heads in one tile and the keys split into blocks merged exactly; in
+// every cache format, through the per-call and the prepared K and V, against the reference.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/prepared_kv.h"
+#include "tests/kernels/attention_case.h"
+
+namespace lpattn::test {
+namespace {
+
+std::vector<double> ToDouble(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+KernelOutputs RunPrepared(const AttentionCase& c, Layout layout) {
+  const AttentionShape& s = c.shape;
+  const PreparedKv prepared(s, c.options.precision, c.k.cview(), c.v.cview());
+  KernelOutputs out;
+  out.o = OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout);
+  out.lse.assign(size_t(s.batch * s.heads * s.q_len), 0.0f);
+  ExactForward(s, c.options, c.q.cview(), prepared, out.o.view(), out.lse.data());
+  return out;
+}
+
+struct DecodeCase {
+  AttentionShape shape;
+  bool causal;
+  SinkMode sink;
+  Layout layout;
+};
+
+// Shapes that take the grouped tile (q_len 1 in either layout, q_len 4 in [B, H, T, D]) or
+// not ([B, T, H, D] with q_len 4; no GQA), with and without split keys (over 1536), tails of
+// key tiles and blocks, and head dimensions on and off the native tiles.
+const DecodeCase kCases[] = {
+    {{2, 8, 2, 1, 1700, 64}, true, SinkMode::kLearned, Layout::kBHTD},
+    {{1, 8, 2, 1, 4000, 128}, true, SinkMode::kNone, Layout::kBTHD},
+    {{1, 6, 2, 4, 3100, 80}, true, SinkMode::kOffByOne, Layout::kBHTD},
+    {{1, 4, 2, 4, 1600, 64}, true, SinkMode::kLearned, Layout::kBTHD},
+    {{1, 2, 2, 1, 2000, 32}, false, SinkMode::kNone, Layout::kBHTD},
+    {{2, 4, 1, 3, 77, 64}, true, SinkMode::kLearned, Layout::kBHTD},
+};
+
+std::string Describe(const DecodeCase& k, const char* precision) {
+  const AttentionShape& s = k.shape;
+  return std::string(precision) + " H " + std::to_string(s.heads) + "/" + std::to_string(s.kv_heads) +
+         " Tq " + std::to_string(s.q_len) + " Tk " + std::to_string(s.kv_len) + " D " +
+         std::to_string(s.head_dim) + (k.layout == Layout::kBTHD ? " BTHD" : " BHTD");
+}
+
+TEST(Decode, MatchesTheReferenceInEveryCacheFormat) {
+  // Tolerances over the reference of the same precision: fp32 sums (errors up to 3e-7 seen); a
+  // P rounded to bf16 or int8 against each block's running max instead of the row's, whose
+  // roundings differ (docs/math.md §4; up to 1.8e-4 and 2.8e-3 seen, against 0.03 for a
+  // dropped block).
+  const std::pair<const char*, double> kFormats[] = {
+      {"", 1e-6},
+      {"qk=bf16,pv=bf16", 1e-6},
+      {"qk=bf16,pv=bf16,p=bf16", 1e-3},
+      {"qk=fp16,pv=fp16", 1e-6},
+      {"qk=int8,pv=int8,p=int8,gran=token,vgran=channel", 6e-3},
+      {"qk=fp8e4m3,pv=fp8e4m3,gran=token", 1e-6},
+  };
+  for (const auto& [precision, tolerance] : kFormats) {
+    for (const DecodeCase& k : kCases) {
+      AttentionCase c(k.shape, k.causal, k.sink, k.layout, 7);
+      c.options.precision = ParsePrecision(precision);
+      const std::string what = Describe(k, precision);
+      const KernelOutputs in_call = c.Run(false);
+      const KernelOutputs prepared = RunPrepared(c, k.layout);
+      const ReferenceForwardResult ref = c.ReferenceForward();
+      EXPECT_LE(ScaledMaxError(in_call.o.Dense(), ref.o), tolerance) << what;
+      EXPECT_LE(ScaledMaxError(ToDouble(in_call.lse), ref.lse), 1e-5) << what;
+      EXPECT_LE(ScaledMaxError(prepared.o.Dense(), ref.o), tolerance) << what;
+      EXPECT_LE(ScaledMaxError(ToDouble(prepared.lse), ref.lse), 1e-5) << what;
+    }
+  }
+}
+
+// The blocks and their merge order depend on the shape only: the same bits from 1, 2 or 3
+// threads and from the caller's arena.
+TEST(Decode, SplitKeysGiveTheSameBitsOnAnyThreadCount) {
+  for (const DecodeCase& k : kCases) {
+    AttentionCase c(k.shape, k.causal, k.sink, k.layout, 3);
+    c.options.threads = 1;
+    const KernelOutputs one = c.Run(false);
+    for (const int threads : {2, 3, 0}) {
+      c.options.threads = threads;
+      const KernelOutputs other = c.Run(false);
+      EXPECT_EQ(0, std::memcmp(one.o.storage.data(), other.o.storage.data(),
+                               one.o.storage.size() * sizeof(float)))
+          << Describe(k, "") << " threads " << threads;
+      EXPECT_EQ(one.lse, other.lse) << Describe(k, "") << " threads " << threads;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace lpattn::test
