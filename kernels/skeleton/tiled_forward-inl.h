@@ -103,6 +103,9 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
   }
   for (size_t j0 = k_begin; j0 < k_end; j0 += kTileK) {
     const size_t nk = std::min(kTileK, p.kv_len - j0);
+    if (j0 + kTileK < k_end && (amx_pv || amx_pv8)) {
+      PrefetchTransposedValues(p, b, kv_head, j0 + kTileK, std::min(kTileK, k_end - j0 - kTileK));
+    }
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
     } else {
@@ -122,7 +125,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
     } else {
       tr.WeighTile(scores, nk, columns, ws.visible, all_visible, state, ws.factor);
       if (amx_pv || amx_pv8) {
-        ScaleColumns(out_t, dim, nq, ws.factor);
+        ScaleColumns(out_t, dim, nq, columns, ws.factor);
         if (amx_pv) {
           AmxWeightsTimesValues(p, b, kv_head, j0, nk, columns, scores, out_t, ws);
         } else {
