@@ -227,6 +227,86 @@ HWY_INLINE bool QuadScores(const AttentionProblem& p) {
 #endif
 }
 
+// ---- a decode tile's fp32 scores ----------------------------------------------------------
+// A decode step's tile has few rows (one per query head of a GQA group: 4 at H / Hkv = 4).
+// With queries along the lanes (the register tiles) three lanes in four would be padding, so
+// a tile of at most 4 queries takes each score as a dot product along the head dimension
+// instead: every lane useful, and four queries' sums folded into one vector of 4.
+
+inline constexpr size_t kFewQueries = 4;
+
+// Whether the call's fp32 score product takes FewQueryScores: at most 4 queries, a head
+// dimension of whole vectors, vectors of whole 128-bit blocks.
+HWY_INLINE bool TakesFewQueryScores(const AttentionProblem& p, size_t nq) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  return nq <= kFewQueries && N % 4 == 0 && p.dim % N == 0 && p.amx_qk == AmxScores::kOff &&
+         !p.amx_qk8 && p.int_qk.q == nullptr && p.int_qk.k_rows == nullptr;
+}
+
+// The sums of a, b, c, e's lanes, in that order, as 4 lanes: pairs interleaved and added
+// within each 128-bit block, then the blocks added.
+template <class D>
+HWY_INLINE hn::Vec<hn::CappedTag<float, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Vec<D> b,
+                                                        hn::Vec<D> c, hn::Vec<D> e) {
+  const hn::Repartition<double, D> d64;
+  const auto ab = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b)));
+  const auto ce = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e)));
+  const auto blocks = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab, ce)),
+                              hn::BitCast(d, hn::InterleaveUpper(d64, ab, ce)));
+  HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  hn::Store(blocks, d, lanes);
+  const hn::CappedTag<float, 4> d4;
+  auto sums = hn::Load(d4, lanes);
+  for (size_t i = 4; i < hn::Lanes(d); i += 4) sums = hn::Add(sums, hn::Load(d4, lanes + i));
+  return sums;
+}
+
+// S^T[j][i] = k_j . q_i for keys j < nk against 4 query rows (`dim` apart, scaled, zero past
+// nq), two keys at a time; lanes 4..columns of each key's row are zero.
+HWY_INLINE void FewQueryScores(const LhsView& k, size_t nk, const float* HWY_RESTRICT q,
+                               size_t dim, size_t columns, float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 4> d4;
+  const size_t N = hn::Lanes(d);
+  for (size_t j = 0; j < nk; j += 2) {
+    const bool pair = j + 1 < nk;
+    const float* k0 = k.data + j * k.row_stride;
+    const float* k1 = pair ? k0 + k.row_stride : k0;
+    auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (size_t c = 0; c < dim; c += N) {
+      const auto x = hn::LoadU(d, k0 + c), y = hn::LoadU(d, k1 + c);
+      const auto q0 = hn::Load(d, q + c), q1 = hn::Load(d, q + dim + c);
+      const auto q2 = hn::Load(d, q + 2 * dim + c), q3 = hn::Load(d, q + 3 * dim + c);
+      a0 = hn::MulAdd(x, q0, a0);
+      a1 = hn::MulAdd(x, q1, a1);
+      a2 = hn::MulAdd(x, q2, a2);
+      a3 = hn::MulAdd(x, q3, a3);
+      b0 = hn::MulAdd(y, q0, b0);
+      b1 = hn::MulAdd(y, q1, b1);
+      b2 = hn::MulAdd(y, q2, b2);
+      b3 = hn::MulAdd(y, q3, b3);
+    }
+    for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + j * kTileQ + i);
+    hn::Store(SumsOfFour(d, a0, a1, a2, a3), d4, out + j * kTileQ);
+    if (!pair) break;
+    for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + (j + 1) * kTileQ + i);
+    hn::Store(SumsOfFour(d, b0, b1, b2, b3), d4, out + (j + 1) * kTileQ);
+  }
+}
+
+// The 4 query rows of FewQueryScores, each scaled exactly as PackTransposed scales it, zero
+// past nq.
+HWY_INLINE void PackFewQueries(const AttentionProblem& p, const HeadRows& q, size_t i0, size_t nq,
+                               float* HWY_RESTRICT rows) {
+  std::fill(rows, rows + kFewQueries * p.dim, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const float* row = q.row(i0 + i);
+    const float factor = RowFactor(row, p.dim, p.scale, p.unit_queries);
+    for (size_t c = 0; c < p.dim; ++c) rows[i * p.dim + c] = factor * row[c];
+  }
+}
+
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
 // q_panel, or in ws by PackQueries on the integer and AMX paths), key-major with row stride kTileQ.
 // On the AMX path up to 15 rows past nk are written too (the tile's buffer has them).
@@ -263,23 +343,33 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
               {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
     return;
   }
-  MatMul<false>(KeyTile(k, j0, nk, p.dim, ws.key_rows.get()), {q_panel, kTileQ}, {out, kTileQ},
-                nk, columns, p.dim);
+  const LhsView keys = KeyTile(k, j0, nk, p.dim, ws.key_rows.get());
+  if (ws.few_queries) {
+    FewQueryScores(keys, nk, ws.rows2.get(), p.dim, columns, out);
+    return;
+  }
+  MatMul<false>(keys, {q_panel, kTileQ}, {out, kTileQ}, nk, columns, p.dim);
 }
 
 // A query tile in the form the call's score product reads: q_panel (fp32, transposed and
 // scaled) or ws's integer or AMX panel.
 HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t b, size_t h,
                             size_t i0, size_t nq, float* q_panel, TileWorkspace& ws) {
+  ws.few_queries = false;
   if (p.amx_qk8 || QuadScores(p)) {
     PackInt8QueryQuads(p, b, h, i0, nq, !p.amx_qk8, ws);
   } else if (p.int_qk.q != nullptr) {
     PackIntQueries(p, b, h, i0, nq, ws);
   } else if (p.amx_qk != AmxScores::kOff) {
     PackAmxQueryPairs(p, q, i0, nq, ws);
+  } else if (TakesFewQueryScores(p, nq) && !q.coded()) {
+    PackFewQueries(p, q, i0, nq, ws.rows2.get());
+    ws.few_queries = true;
+    return;
   } else {
     PackTransposed(q, i0, nq, p.dim, p.scale, kTileQ, q_panel, p.unit_queries);
   }
+  ws.few_queries = false;
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

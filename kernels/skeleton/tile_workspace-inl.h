@@ -112,6 +112,7 @@ struct TileWorkspace {
   uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
   HWY_ALIGN float factor[kTileMax];
   HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
+  bool few_queries = false;  // the forward's query tile packed for FewQueryScores (rows2)
   static constexpr size_t kMaxRowParams = 12;
   HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
 
@@ -146,6 +147,14 @@ struct TileWorkspace {
   hwy::AlignedFreeUniquePtr<uint16_t[]> amx_codes;
 };
 
+// A packed row's factor: `factor`, divided by max(||row||, 1e-12) with unit_rows.
+HWY_INLINE float RowFactor(const float* row, size_t dim, float factor, bool unit_rows) {
+  if (!unit_rows) return factor;
+  double norm = 0.0;
+  for (size_t c = 0; c < dim; ++c) norm += double(row[c]) * row[c];
+  return float(factor / std::max(std::sqrt(norm), 1e-12));
+}
+
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
 // transposed operand of a score product, packed once per task. With unit_rows each row is
 // also divided by max(||row||, 1e-12) (thresholded attention's L2-normalised queries).
@@ -155,12 +164,7 @@ HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size
   std::fill(panel, panel + dim * width, 0.0f);
   for (size_t i = 0; i < n; ++i) {
     const float* row = src.row(first + i);
-    float row_factor = factor;
-    if (unit_rows) {
-      double norm = 0.0;
-      for (size_t c = 0; c < dim; ++c) norm += double(row[c]) * row[c];
-      row_factor = float(factor / std::max(std::sqrt(norm), 1e-12));
-    }
+    const float row_factor = RowFactor(row, dim, factor, unit_rows);
     for (size_t c = 0; c < dim; ++c) panel[c * width + i] = row_factor * row[c];
   }
 }
