@@ -21,20 +21,43 @@ Strides GroupRowStrides(const Strides& s, int64_t q_len, int64_t group) {
   return grouped;
 }
 
+// Row t of head h of batch b of a view.
+template <class T>
+T* Row(T* data, const Strides& s, size_t b, size_t h, size_t t) {
+  return data + b * size_t(s.batch) + h * size_t(s.head) + t * size_t(s.token);
+}
+
 }  // namespace
 
-void PlanDecode(AttentionProblem& p, ForwardArgs& args) {
+DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args) {
   const size_t group = p.group();
   if (group > 1 && group * p.q_len <= kTileQ) {
     const int64_t q_len = int64_t(p.q_len), g = int64_t(group);
-    const Strides q = GroupRowStrides(args.q.strides, q_len, g);
-    const Strides o = GroupRowStrides(args.o.strides, q_len, g);
-    const Strides codes = GroupRowStrides(p.q_codes.strides, q_len, g);
     const bool coded = p.q_codes.codes8 != nullptr;
-    if (q.token != 0 && o.token != 0 && (!coded || codes.token != 0)) {
-      args.q.strides = q;
-      args.o.strides = o;
-      if (coded) p.q_codes.strides = codes;
+    // Q's fp8 codes are made per call in [B, H, T, D] order, which always groups.
+    if (!coded || GroupRowStrides(p.q_codes.strides, q_len, g).token != 0) {
+      const Strides dense = ContiguousBHTD(int64_t(p.heads), q_len, int64_t(p.dim));
+      batch_ = p.batch, heads_ = p.heads, q_len_ = p.q_len, dim_ = p.dim;
+      if (GroupRowStrides(args.q.strides, q_len, g).token == 0) {  // copied into [B, H, T, D]
+        q_rows_.resize(batch_ * heads_ * q_len_ * dim_);
+        for (size_t b = 0; b < batch_; ++b) {
+          for (size_t h = 0; h < heads_; ++h) {
+            for (size_t t = 0; t < q_len_; ++t) {
+              const float* row = Row(args.q.data, args.q.strides, b, h, t);
+              std::copy(row, row + dim_, Row(q_rows_.data(), dense, b, h, t));
+            }
+          }
+        }
+        args.q = {q_rows_.data(), dense};
+      }
+      if (GroupRowStrides(args.o.strides, q_len, g).token == 0) {  // written there, copied back
+        o_rows_.resize(batch_ * heads_ * q_len_ * dim_);
+        caller_o_ = args.o;
+        args.o = {o_rows_.data(), dense};
+      }
+      args.q.strides = GroupRowStrides(args.q.strides, q_len, g);
+      args.o.strides = GroupRowStrides(args.o.strides, q_len, g);
+      if (coded) p.q_codes.strides = GroupRowStrides(p.q_codes.strides, q_len, g);
       p.head_rows = p.q_len;
       p.query_group = group;
       p.q_len *= group;
@@ -44,6 +67,19 @@ void PlanDecode(AttentionProblem& p, ForwardArgs& args) {
   if (p.q_len <= kTileQ && p.kv_len > kKeyBlock) {
     const size_t spread = (p.kv_len + kMaxKeyBlocks - 1) / kMaxKeyBlocks;
     p.key_block = std::max(kKeyBlock, (spread + kTileK - 1) / kTileK * kTileK);
+  }
+}
+
+void DecodePlan::Finish() const {
+  if (o_rows_.empty()) return;
+  const Strides dense = ContiguousBHTD(int64_t(heads_), int64_t(q_len_), int64_t(dim_));
+  for (size_t b = 0; b < batch_; ++b) {
+    for (size_t h = 0; h < heads_; ++h) {
+      for (size_t t = 0; t < q_len_; ++t) {
+        const float* row = Row(o_rows_.data(), dense, b, h, t);
+        std::copy(row, row + dim_, Row(caller_o_.data, caller_o_.strides, b, h, t));
+      }
+    }
   }
 }
 

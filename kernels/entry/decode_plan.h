@@ -4,19 +4,35 @@
 #ifndef LPATTN_KERNELS_ENTRY_DECODE_PLAN_H_
 #define LPATTN_KERNELS_ENTRY_DECODE_PLAN_H_
 
+#include <vector>
+
 #include "kernels/attention.h"
+#include "kernels/native/buffer_pool.h"
 #include "kernels/skeleton/attention_problem.h"
 
 namespace lpattn {
 
 // Rewrites a validated forward call (its operands as the kernels will read them) into the
 // decode layout when its queries are few: a group's H / Hkv query heads become the rows of one
-// kv head's tile when they fit one tile and Q and O step through them with one stride
-// (AttentionProblem::head_rows), and a tile's keys are split into blocks when the call has a
-// single query tile per head and more keys than a block (AttentionProblem::key_block). Both
-// depend on the shape and strides only, never on the thread count. For transforms that merge
-// key blocks (exact attention).
-void PlanDecode(AttentionProblem& problem, ForwardArgs& args);
+// kv head's tile when they fit one tile (AttentionProblem::head_rows), and a tile's keys are
+// split into blocks when the call has a single query tile per head and more keys than a block
+// (AttentionProblem::key_block). Q and O must step through a group's rows with one stride; a
+// layout that does not ([B, T, H, D] with q_len > 1) has its Q rows copied into [B, H, T, D]
+// order and its O written there and copied back by Finish. All of it depends on the shape and
+// strides only, never on the thread count. For transforms that merge key blocks (exact
+// attention).
+class DecodePlan {
+ public:
+  DecodePlan(AttentionProblem& problem, ForwardArgs& args);
+  // After the kernel: O's rows into the caller's layout, when they were written to a copy.
+  void Finish() const;
+
+ private:
+  using Buffer = std::vector<float, native::PooledAllocator<float>>;
+  Buffer q_rows_, o_rows_;
+  Tensor caller_o_;
+  size_t batch_ = 0, heads_ = 0, q_len_ = 0, dim_ = 0;
+};
 
 }  // namespace lpattn
 

@@ -69,8 +69,9 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options,
     QuantizedOperands operands(shape, options.precision);
     AttentionProblem coded = problem;
     ForwardArgs in = operands.SubstituteForward(args, coded);
-    PlanDecode(coded, in);
+    const DecodePlan plan(coded, in);
     HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(coded, in);
+    plan.Finish();
   });
 }
 
@@ -104,8 +105,9 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
     ForwardArgs in = args;
     AttentionProblem planned = problem;
     in.q = queries.PrepareQueries(q, planned);
-    PlanDecode(planned, in);
+    const DecodePlan plan(planned, in);
     HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(planned, in);
+    plan.Finish();
   });
 }
 

@@ -176,7 +176,7 @@ struct AttentionProblem {
   float p_scale = 1.0f;
   BackwardRounding bwd;  // the backward's (§4.2); all unset: the plain fp32 backward
 
-  // The decode layout of the forward (docs/design.md §8), set by PlanDecode: `heads` are
+  // The decode layout of the forward (docs/design.md §8), set by DecodePlan: `heads` are
   // then the kv heads and each one's q_len rows are its group's query heads, head_rows rows
   // (queries) each, head after head. Row i of head g is query i % head_rows of query head
   // g * query_group + i / head_rows, so K and V are read once per group. 0: rows are queries.

@@ -32,9 +32,9 @@ struct DecodeCase {
   Layout layout;
 };
 
-// Shapes that take the grouped tile (q_len 1 in either layout, q_len 4 in [B, H, T, D]) or
-// not ([B, T, H, D] with q_len 4; no GQA), with and without split keys (over 1536), tails of
-// key tiles and blocks, and head dimensions on and off the native tiles.
+// Shapes that take the grouped tile (q_len 1 in either layout, q_len 4 in [B, H, T, D], and in
+// [B, T, H, D] through copies of Q and O) or not (no GQA), with and without split keys (over
+// 1536), tails of key tiles and blocks, and head dimensions on and off the native tiles.
 const DecodeCase kCases[] = {
     {{2, 8, 2, 1, 1700, 64}, true, SinkMode::kLearned, Layout::kBHTD},
     {{1, 8, 2, 1, 4000, 128}, true, SinkMode::kNone, Layout::kBTHD},
@@ -42,6 +42,7 @@ const DecodeCase kCases[] = {
     {{1, 4, 2, 4, 1600, 64}, true, SinkMode::kLearned, Layout::kBTHD},
     {{1, 2, 2, 1, 2000, 32}, false, SinkMode::kNone, Layout::kBHTD},
     {{2, 4, 1, 3, 77, 64}, true, SinkMode::kLearned, Layout::kBHTD},
+    {{2, 8, 2, 3, 1700, 64}, true, SinkMode::kLearned, Layout::kBTHD},
 };
 
 std::string Describe(const DecodeCase& k, const char* precision) {
