@@ -44,7 +44,7 @@ HWY_INLINE size_t ForwardColumns(size_t nq) {
 
 // Split-KV's partial results (docs/math.md §5), per (query tile, key block) task: the tile's
 // rows' unnormalised outputs o = sum_j w_j v_j ([rows][padded_dim]), then the transform's
-// per-row state (TransformBlockState floats a row, e.g. m and Z).
+// per-row state (Transform::kBlockState floats a row: m and Z for softmax).
 struct KeyBlockPartials {
   float* data = nullptr;
   size_t rows = 0, padded_dim = 0, state = 0;
@@ -150,21 +150,21 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
     }
   }
   float* o_rows = RowOf(args.o, b, h, i0);
-  size_t o_stride = size_t(args.o.strides.token);
-  if (partials != nullptr) {  // the block's unnormalised rows, padded_dim apart
+  size_t o_stride = size_t(args.o.strides.token), o_columns = dim;
+  if (partials != nullptr) {  // the block's unnormalised rows, padding columns (zeros) included
     if constexpr (Transform::kMergesKeyBlocks) {
       Transform::SaveBlock(state, nq, partials->rows, partials->State(partial_task));
     }
     std::fill(ws.factor, ws.factor + nq, 1.0f);
     o_rows = partials->Outputs(partial_task);
-    o_stride = padded_dim;
+    o_stride = o_columns = padded_dim;
   } else {
     tr.FinishForward(state, nq, ws.factor, row);
   }
   if (amx_pv || amx_pv8) {
-    StoreColumns(out_t, nq, dim, ws.factor, o_rows, o_stride);
+    StoreColumns(out_t, nq, o_columns, ws.factor, o_rows, o_stride);
   } else {
-    StoreRows(out, nq, dim, padded_dim, ws.factor, 1.0f, o_rows, o_stride);
+    StoreRows(out, nq, o_columns, padded_dim, ws.factor, 1.0f, o_rows, o_stride);
   }
 }
 
