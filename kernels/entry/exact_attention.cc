@@ -7,6 +7,7 @@
 #include "kernels/attention.h"
 #include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
+#include "kernels/native/kv_cache_impl.h"
 #include "kernels/native/prepared_kv_impl.h"
 #include "kernels/native/quantized_operands.h"
 #include "kernels/skeleton/attention_problem.h"
@@ -43,6 +44,21 @@ namespace lpattn {
 
 HWY_EXPORT(ExactForwardTiled);
 HWY_EXPORT(ExactBackwardTiled);
+
+namespace {
+
+// A forward whose K and V are bound already (a PreparedKv's or a KvCache's, in `problem` and
+// `args`): Q's codes per call, the decode plan, the kernel. Inside the call's arena.
+void ForwardWithKv(const AttentionShape& shape, const Precision& precision,
+                   AttentionProblem problem, ForwardArgs args) {
+  QuantizedOperands queries(shape, precision);
+  args.q = queries.PrepareQueries(args.q, problem);
+  const DecodePlan plan(problem, args);
+  HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(problem, args);
+  plan.Finish();
+}
+
+}  // namespace
 
 AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions& options) {
   AttentionProblem p;
@@ -100,14 +116,34 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
   problem.int_qk = prepared.coded.int_qk;
   problem.int_pv = prepared.coded.int_pv;
   problem.amx_pv = prepared.coded.amx_pv;
+  RunWithThreads(options.threads,
+                 [&] { ForwardWithKv(shape, options.precision, problem, args); });
+}
+
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor q,
+                  const KvCache& cache, Tensor o, float* lse, const int64_t* sequences) {
+  const KvCache::Impl& c = cache.impl();
+  const std::vector<int64_t> lengths = ValidateCachedForward(shape, options, cache, q, o, lse, sequences);
+  AttentionOptions run = options;
+  run.precision = CachePrecision(c.config, options.precision);
+  const auto slot = [&](int64_t b) { return sequences != nullptr ? sequences[b] : b; };
   RunWithThreads(options.threads, [&] {
-    QuantizedOperands queries(shape, options.precision);
-    ForwardArgs in = args;
-    AttentionProblem planned = problem;
-    in.q = queries.PrepareQueries(q, planned);
-    const DecodePlan plan(planned, in);
-    HWY_DYNAMIC_DISPATCH(ExactForwardTiled)(planned, in);
-    plan.Finish();
+    // Runs of sequences in consecutive slots of one length are one call of the kernel.
+    for (int64_t b = 0, run_end = 0; b < shape.batch; b = run_end) {
+      run_end = b + 1;
+      while (run_end < shape.batch && slot(run_end) == slot(b) + (run_end - b) &&
+             lengths[size_t(run_end)] == lengths[size_t(b)]) {
+        ++run_end;
+      }
+      AttentionShape part = shape;
+      part.batch = run_end - b;
+      part.kv_len = lengths[size_t(b)];
+      AttentionProblem problem = MakeProblem(part, run);
+      ForwardArgs args{{q.data + b * q.strides.batch, q.strides}, {}, {},
+                       {o.data + b * o.strides.batch, o.strides}, lse + b * shape.heads * shape.q_len};
+      c.Bind(slot(b), problem, args.k, args.v);
+      ForwardWithKv(part, run.precision, problem, args);
+    }
   });
 }
 

@@ -179,4 +179,45 @@ void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, c
   CheckKeyShaped(tensor.strides, shape, name);
 }
 
+std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
+                                           const AttentionOptions& options, const KvCache& cache,
+                                           const ConstTensor& q, const ConstTensor& o,
+                                           const float* lse, const int64_t* sequences) {
+  const KvCacheConfig& c = cache.config();
+  if (shape.kv_heads != c.kv_heads || shape.head_dim != c.head_dim) {
+    Fail("the cache holds " + std::to_string(c.kv_heads) + " kv heads of dimension " +
+         std::to_string(c.head_dim) + ", the call asks for " + std::to_string(shape.kv_heads) +
+         " of " + std::to_string(shape.head_dim));
+  }
+  const Precision& p = options.precision;
+  if (p.qk != c.k_format || p.pv != c.v_format) {
+    Fail(std::string("the cache holds K as ") + quant::FormatName(c.k_format) + " and V as " +
+         quant::FormatName(c.v_format) + ", the call's precision has qk=" +
+         quant::FormatName(p.qk) + " and pv=" + quant::FormatName(p.pv) +
+         " (CachePrecision gives the cache's)");
+  }
+  AttentionShape checked = shape;
+  checked.kv_len = 1;  // each sequence's own, below
+  CheckShape(checked);
+  CheckOptions(options);
+  if (sequences == nullptr && shape.batch > c.sequences) {
+    Fail("batch " + std::to_string(shape.batch) + " exceeds the cache's " +
+         std::to_string(c.sequences) + " sequences (pass the slots to read)");
+  }
+  std::vector<int64_t> lengths(size_t(shape.batch));
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    const int64_t slot = sequences != nullptr ? sequences[b] : b;
+    if (slot < 0 || slot >= c.sequences) {
+      Fail("sequences[" + std::to_string(b) + "] = " + std::to_string(slot) + " is not in [0, " +
+           std::to_string(c.sequences) + ")");
+    }
+    lengths[size_t(b)] = cache.Length(slot);
+    if (lengths[size_t(b)] < 1) Fail("sequence " + std::to_string(slot) + " holds no tokens");
+  }
+  ValidateQueryShaped(q, shape, "q");
+  ValidateQueryShaped(o, shape, "o");
+  CheckNotNull(lse, "lse");
+  return lengths;
+}
+
 }  // namespace lpattn

@@ -3,7 +3,11 @@
 #ifndef LPATTN_KERNELS_ENTRY_VALIDATE_H_
 #define LPATTN_KERNELS_ENTRY_VALIDATE_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "kernels/attention.h"
+#include "kernels/kv_cache.h"
 
 namespace lpattn {
 
@@ -17,6 +21,14 @@ void ValidateBackward(const AttentionShape& shape, const AttentionOptions& optio
 void ValidateShapeAndOptions(const AttentionShape& shape, const AttentionOptions& options);
 void ValidateQueryShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name);
 void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name);
+
+// A forward over a KvCache (kv_cache.h): the shape against the cache, the slots named (each
+// holding a token at least), the precision against the cache's formats, q, o and lse. Returns
+// each sequence's length.
+std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
+                                           const AttentionOptions& options, const KvCache& cache,
+                                           const ConstTensor& q, const ConstTensor& o,
+                                           const float* lse, const int64_t* sequences);
 
 }  // namespace lpattn
 

@@ -22,11 +22,14 @@ struct CodedKv {
   const uint16_t* data = nullptr;
   Strides strides;
   bool fp16 = false;  // else bf16
-  // Or fp8 codes (then data is null), one byte an element in the same strides, each token's
+  // Or 8-bit codes (then data is null), one byte an element in the same strides, each token's
   // value decode(code) * token_scale: a scale per token, block or tensor, none per channel.
+  // The scales sit at their rows' indices: token_scales[offset / strides.token] for the row at
+  // element offset `offset` ([batch, kv_heads, kv_len] for dense codes).
   const uint8_t* codes8 = nullptr;
-  const float* token_scales = nullptr;  // [batch, kv_heads, kv_len]
-  bool e5m2 = false;                    // else e4m3
+  const float* token_scales = nullptr;
+  bool e5m2 = false;  // fp8 e5m2, else e4m3 (unless int8)
+  bool int8 = false;  // int8 codes (a KvCache's V), not fp8
 };
 
 // int8 Q and K with a scale per token: docs/math.md §4's native int8 Q K^T. Q's codes are
@@ -40,6 +43,12 @@ struct IntQk {
   const int32_t* k_sums = nullptr;
   const float* k_scale = nullptr;
   size_t pairs = 0;
+  // K rows per (batch, kv head) slice: a KvCache's capacity; 0 means kv_len (dense rows).
+  size_t slice_rows = 0;
+  // The row index of key j of slice (batch b, kv head h).
+  size_t KeyRow(size_t b, size_t h, size_t kv_heads, size_t kv_len, size_t j) const {
+    return (b * kv_heads + h) * (slice_rows != 0 ? slice_rows : kv_len) + j;
+  }
 };
 
 // One K row of `dim` int8 codes as the int16 pair tile's words: each channel pair's int16

@@ -38,12 +38,17 @@ HWY_INLINE size_t AmxDepth(const AttentionProblem& p) {
   return p.amx_qk == AmxScores::kFp16 ? 4 * p.dim : p.dim;
 }
 
-// Lanes [c, c + N) of row t as fp32 values: the float rows, or the codes decoded (fp8 without
-// its token's scale).
+// Lanes [c, c + N) of row t as fp32 values: the float rows, or the codes decoded (8-bit codes
+// without their token's scale).
 template <class DF>
 HWY_INLINE hn::Vec<DF> RowLanes(DF df, const HeadRows& src, size_t t, size_t c) {
   namespace qn = quant::HWY_NAMESPACE;
   const hn::RebindToSigned<DF> di;
+  if (src.codes8 != nullptr && src.int8) {
+    const hn::Rebind<int8_t, DF> ds8;
+    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(ds8, reinterpret_cast<const int8_t*>(
+                                                               src.codes8 + t * src.token_stride + c))));
+  }
   if (src.codes8 != nullptr) {
     const hn::Rebind<uint8_t, DF> d8;
     const auto code = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
@@ -318,7 +323,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
     return;
   }
   if (p.amx_qk8) {
-    const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    const size_t row0 = p.int_qk.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
     native::AmxInt8ScoreTile(p.int_qk.k_rows + row0 * p.dim, p.dim, nk,
                              reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, columns,
                              p.dim, p.int_qk.k_scale + row0, ws.col_scale, out, kTileQ,
@@ -327,7 +332,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
   }
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
   if (QuadScores(p)) {
-    const size_t row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    const size_t row0 = p.int_qk.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
     QuadMatMul<false>({p.int_qk.k_rows + row0 * p.dim, p.dim / 4, 1, p.int_qk.k_sums + row0,
                        p.int_qk.k_scale + row0},
                       {reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, ws.col_scale},
@@ -336,7 +341,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
   }
 #endif
   if (p.int_qk.k_rows != nullptr) {  // the int16 pair tile, on this key tile's widened rows
-    const size_t pairs = p.int_qk.pairs, row0 = (b * p.kv_heads + kv_head) * p.kv_len + j0;
+    const size_t pairs = p.int_qk.pairs, row0 = p.int_qk.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
     int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
     WidenKeyRows(p.int_qk.k_rows + row0 * p.dim, nk, p.dim, pairs, words);
     IntMatMul({words, pairs, 1, p.int_qk.k_scale + row0},

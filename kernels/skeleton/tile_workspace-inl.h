@@ -47,9 +47,10 @@ struct HeadRows {
   size_t token_stride;
   const uint16_t* codes = nullptr;  // 16-bit codes instead of data (CodedKv), same strides
   bool fp16 = false;
-  const uint8_t* codes8 = nullptr;  // or fp8 codes, with a scale per token
+  const uint8_t* codes8 = nullptr;  // or 8-bit codes, with a scale per token
   const float* token_scales = nullptr;
   bool e5m2 = false;
+  bool int8 = false;  // codes8 are int8 codes, not fp8
   const float* row(size_t t) const { return data + t * token_stride; }
   bool coded() const { return codes != nullptr || codes8 != nullptr; }
 };
@@ -66,6 +67,7 @@ HWY_INLINE HeadRows CodedRowsOf(const ConstTensor& t, const CodedKv& coded, size
     rows.codes8 = coded.codes8 + offset;
     rows.token_scales = coded.token_scales + offset / size_t(coded.strides.token);
     rows.e5m2 = coded.e5m2;
+    rows.int8 = coded.int8;
     return rows;
   }
   if (coded.data == nullptr) return RowsOf(t, b, h);
@@ -176,9 +178,10 @@ HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size
 // bf16 widens by a shift (Highway's PromoteTo); fp16 by F16C's vcvtph2ps on AVX2 and AVX3,
 // exact for every fp16 value. On SSE4, which has no F16C, Highway 1.0.3's emulated PromoteTo
 // turns fp16 inf and NaN into finite values, so the codec's minifloat decoder runs there.
-// fp8 rows: each code's value times its token's scale, exactly the simulation's dequantized
-// value (quant::QuantizeToCodes), with the codec's minifloat decoder.
-HWY_INLINE void DecodeFp8Rows(const HeadRows& src, size_t first, size_t n, size_t dim,
+// 8-bit rows: each code's value times its token's scale, exactly the simulation's dequantized
+// value (quant::QuantizeToCodes); fp8 with the codec's minifloat decoder, int8 (a KvCache's V)
+// by conversion.
+HWY_INLINE void DecodeByteRows(const HeadRows& src, size_t first, size_t n, size_t dim,
                               size_t out_stride, float* HWY_RESTRICT out) {
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
@@ -190,15 +193,25 @@ HWY_INLINE void DecodeFp8Rows(const HeadRows& src, size_t first, size_t n, size_
     const auto vscale = hn::Set(df, scale);
     float* row = out + i * out_stride;
     size_t c = 0;
-    for (; c + N <= dim; c += N) {
-      const auto wide = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(df)>(),
-                                                      hn::LoadU(d8, codes + c)));
-      const auto value = src.e5m2 ? quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE5M2Layout>(df, wide)
-                                  : quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE4M3Layout>(df, wide);
-      hn::StoreU(hn::Mul(value, vscale), df, row + c);
-    }
-    for (; c < dim; ++c) {
-      row[c] = (src.e5m2 ? quant::DecodeE5M2(codes[c]) : quant::DecodeE4M3(codes[c])) * scale;
+    if (src.int8) {
+      const hn::Rebind<int8_t, decltype(df)> ds8;
+      const int8_t* signed_codes = reinterpret_cast<const int8_t*>(codes);
+      for (; c + N <= dim; c += N) {
+        const auto value = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(ds8, signed_codes + c)));
+        hn::StoreU(hn::Mul(value, vscale), df, row + c);
+      }
+      for (; c < dim; ++c) row[c] = float(signed_codes[c]) * scale;
+    } else {
+      for (; c + N <= dim; c += N) {
+        const auto wide = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(df)>(),
+                                                        hn::LoadU(d8, codes + c)));
+        const auto value = src.e5m2 ? quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE5M2Layout>(df, wide)
+                                    : quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE4M3Layout>(df, wide);
+        hn::StoreU(hn::Mul(value, vscale), df, row + c);
+      }
+      for (; c < dim; ++c) {
+        row[c] = (src.e5m2 ? quant::DecodeE5M2(codes[c]) : quant::DecodeE4M3(codes[c])) * scale;
+      }
     }
     std::fill(row + dim, row + out_stride, 0.0f);
   }
@@ -207,7 +220,7 @@ HWY_INLINE void DecodeFp8Rows(const HeadRows& src, size_t first, size_t n, size_
 HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t dim,
                            size_t out_stride, float* HWY_RESTRICT out) {
   if (src.codes8 != nullptr) {
-    DecodeFp8Rows(src, first, n, dim, out_stride, out);
+    DecodeByteRows(src, first, n, dim, out_stride, out);
     return;
   }
   const hn::ScalableTag<float> df;

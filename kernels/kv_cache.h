@@ -1,0 +1,83 @@
+// An appendable KV cache (docs/design.md §9): what an engine keeps between decode steps. Each
+// sequence slot holds up to `capacity` tokens of K and V in its own format (fp32, bf16, fp16,
+// int8, fp8 e4m3 or e5m2), the 8-bit formats as one byte an element with a scale per token,
+// so that appending a token never changes what earlier tokens hold. The forward reads the
+// codes in place (docs/math.md §4.1's native paths), and a call may take sequences of
+// different lengths (a ragged batch).
+#ifndef LPATTN_KERNELS_KV_CACHE_H_
+#define LPATTN_KERNELS_KV_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/attention.h"
+#include "quant/format.h"
+
+namespace lpattn {
+
+struct KvCacheConfig {
+  int64_t sequences = 1;  // slots
+  int64_t kv_heads = 1;
+  int64_t head_dim = 1;
+  int64_t capacity = 1;  // tokens per slot
+  quant::Format k_format = quant::Format::kFp32;
+  quant::Format v_format = quant::Format::kFp32;
+};
+
+// Calls on distinct slots may run concurrently (an append to one while a forward reads
+// others); calls that modify a slot must not overlap other calls on that slot.
+class KvCache {
+ public:
+  // Allocates every slot's capacity (zeroed). Throws std::invalid_argument for a non-positive
+  // size, head_dim outside [1, kMaxHeadDim] or a storage size that overflows.
+  explicit KvCache(const KvCacheConfig& config);
+  ~KvCache();
+  KvCache(KvCache&&) noexcept;
+  KvCache& operator=(KvCache&&) noexcept;
+
+  const KvCacheConfig& config() const;
+  int64_t Length(int64_t sequence) const;
+
+  // Appends `tokens` tokens to `sequence`: k and v are [kv_heads, tokens, head_dim] views
+  // (strides.head and strides.token; strides.batch is not read). The 8-bit formats take each
+  // token's scale as amax / FormatMax over its head's row, as gran=token does (precision.h),
+  // so a cached value is exactly what the in-call quantizer makes of it. Throws
+  // std::invalid_argument, changing nothing, for a bad sequence, a null or overlapping view,
+  // more tokens than the slot has room for, or a value a scaled format cannot take.
+  void Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTensor v);
+  // Drops the tokens from `length` on (an engine rolling back rejected draft tokens); length
+  // must be in [0, Length(sequence)].
+  void Truncate(int64_t sequence, int64_t length);
+  // Tokens [first, first + tokens) of `sequence`, decoded to fp32, into [kv_heads, tokens,
+  // head_dim] views k and v (either may have null data, then it is not read).
+  void Read(int64_t sequence, int64_t first, int64_t tokens, Tensor k, Tensor v) const;
+
+  // Bytes of K and V as held (codes, scales, code sums), for every slot's capacity.
+  size_t StorageBytes() const;
+
+  struct Impl;  // kernels/native/kv_cache_impl.h
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The precision a cache's forward runs with: qk = K's format, pv = V's format, scales per
+// token (Q's too), P as `base` has it. ExactForward over a cache takes the call's
+// options.precision through this, so only its p and bwd fields matter.
+Precision CachePrecision(const KvCacheConfig& config, const Precision& base = {});
+
+// §1 forward of q against cached K and V, one sequence of the call per slot in `sequences`
+// ([shape.batch] slot indices; null: slots 0 .. batch - 1, which must all exist). Each
+// sequence attends to its slot's Length() keys (shape.kv_len is not read), with bottom-right
+// causal alignment per sequence; every slot named must hold at least one token. shape's
+// kv_heads and head_dim must be the cache's, and options.precision's qk and pv its formats
+// (CachePrecision(cache.config()) gives them); Q's scales are per token, as K's.
+// q, o: [batch, heads, q_len, head_dim] views; lse [batch, heads, q_len] as ExactForward.
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor q,
+                  const KvCache& cache, Tensor o, float* lse, const int64_t* sequences = nullptr);
+
+}  // namespace lpattn
+
+#endif  // LPATTN_KERNELS_KV_CACHE_H_

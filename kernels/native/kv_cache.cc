@@ -1,0 +1,253 @@
+// KvCache (kv_cache.h, docs/design.md §9): slots of K and V in their formats, appended to and
+// read back token by token.
+#include "kernels/kv_cache.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/entry/validate.h"
+#include "kernels/native/kv_cache_impl.h"
+#include "quant/codec.h"
+#include "quant/quantizer.h"
+
+namespace lpattn {
+namespace {
+
+[[noreturn]] void Fail(const std::string& message) {
+  throw std::invalid_argument("lpattn KvCache: " + message);
+}
+
+// A side's storage for `elements` elements and `rows` token rows, zeroed.
+void Allocate(CacheSide& side, quant::Format format, size_t elements, size_t rows, bool key) {
+  side.format = format;
+  if (format == quant::Format::kFp32) {
+    side.values.assign(elements, 0.0f);
+  } else if (quant::FormatBytes(format) == 2) {
+    side.codes16.assign(elements, 0);
+  } else {
+    side.codes8.assign(elements, 0);
+    side.scales.assign(rows, 0.0f);
+    if (key && format == quant::Format::kInt8) side.sums.assign(rows, 0);
+  }
+}
+
+// One appended side, encoded but not yet stored: [kv_heads][tokens] rows of codes (or values)
+// and, for the 8-bit formats, a scale per row.
+struct EncodedTokens {
+  std::vector<float> values;
+  std::vector<uint16_t> codes16;
+  std::vector<uint8_t> codes8;
+  std::vector<float> scales;
+};
+
+EncodedTokens Encode(quant::Format format, ConstTensor t, int64_t heads, int64_t tokens,
+                     int64_t dim, const char* what) {
+  EncodedTokens e;
+  const size_t rows = size_t(heads * tokens), d = size_t(dim);
+  const auto row = [&](size_t r) {
+    return t.data + int64_t(r) / tokens * t.strides.head + int64_t(r) % tokens * t.strides.token;
+  };
+  if (format == quant::Format::kFp32) {
+    e.values.resize(rows * d);
+    for (size_t r = 0; r < rows; ++r) std::copy(row(r), row(r) + d, e.values.data() + r * d);
+  } else if (quant::FormatBytes(format) == 2) {
+    e.codes16.resize(rows * d);
+    for (size_t r = 0; r < rows; ++r) quant::EncodeRow(format, row(r), 1.0f, &e.codes16[r * d], d);
+  } else {  // a scale per token, exactly as the in-call quantizer with gran=token
+    e.codes8.resize(rows * d);
+    e.scales.resize(rows);
+    quant::QuantSpec spec;
+    spec.format = format;
+    spec.granularity = quant::Granularity::kToken;
+    quant::QuantizeToCodes(spec, {t.data, 1, heads, tokens, dim, 0, t.strides.head, t.strides.token},
+                           e.codes8.data(), e.scales.data(), what);
+  }
+  return e;
+}
+
+// Stores encoded rows [head][token] at tokens [first, first + tokens) of a slot.
+void Store(const KvCache::Impl& c, CacheSide& side, const EncodedTokens& e, int64_t slot,
+           int64_t first, int64_t tokens) {
+  const int64_t heads = c.config.kv_heads;
+  const size_t d = size_t(c.config.head_dim);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t j = 0; j < tokens; ++j) {
+      const size_t src = size_t(h * tokens + j), dst = c.Offset(slot, h, first + j);
+      const size_t dst_row = dst / d;
+      if (!e.values.empty()) {
+        std::copy_n(&e.values[src * d], d, &side.values[dst]);
+      } else if (!e.codes16.empty()) {
+        std::copy_n(&e.codes16[src * d], d, &side.codes16[dst]);
+      } else {
+        std::copy_n(&e.codes8[src * d], d, &side.codes8[dst]);
+        side.scales[dst_row] = e.scales[src];
+        if (!side.sums.empty()) {
+          int32_t sum = 0;
+          for (size_t i = 0; i < d; ++i) sum += int8_t(e.codes8[src * d + i]);
+          side.sums[dst_row] = sum;
+        }
+      }
+    }
+  }
+}
+
+// Token row (slot, head, token) of a side decoded to fp32.
+void DecodeRow(const KvCache::Impl& c, const CacheSide& side, int64_t slot, int64_t head,
+               int64_t token, float* out) {
+  const size_t at = c.Offset(slot, head, token), d = size_t(c.config.head_dim);
+  if (side.format == quant::Format::kFp32) {
+    std::copy_n(&side.values[at], d, out);
+  } else if (quant::FormatBytes(side.format) == 2) {
+    quant::DecodeRow(side.format, &side.codes16[at], 1.0f, out, d);
+  } else {
+    quant::DecodeRow(side.format, &side.codes8[at], side.scales[at / d], out, d);
+  }
+}
+
+// Points the problem (or a float view) at a side's storage from slot `first` on.
+void BindSide(const KvCache::Impl& c, const CacheSide& side, int64_t first, bool key,
+              AttentionProblem& p, ConstTensor& view) {
+  const size_t offset = c.Offset(first, 0, 0), row = offset / size_t(c.config.head_dim);
+  view = {nullptr, c.strides};
+  if (side.format == quant::Format::kFp32) {
+    view.data = side.values.data() + offset;
+    return;
+  }
+  CodedKv coded;
+  coded.strides = c.strides;
+  if (quant::FormatBytes(side.format) == 2) {
+    coded.data = side.codes16.data() + offset;
+    coded.fp16 = side.format == quant::Format::kFp16;
+  } else if (key && side.format == quant::Format::kInt8) {  // integer Q K^T
+    p.int_qk.k_rows = reinterpret_cast<const int8_t*>(side.codes8.data()) + offset;
+    p.int_qk.k_sums = side.sums.data() + row;
+    p.int_qk.k_scale = side.scales.data() + row;
+    p.int_qk.pairs = (size_t(c.config.head_dim) + 1) / 2;
+    p.int_qk.slice_rows = size_t(c.config.capacity);
+    return;
+  } else {
+    coded.codes8 = side.codes8.data() + offset;
+    coded.token_scales = side.scales.data() + row;
+    coded.e5m2 = side.format == quant::Format::kFp8E5M2;
+    coded.int8 = side.format == quant::Format::kInt8;
+  }
+  (key ? p.k_codes : p.v_codes) = coded;
+}
+
+}  // namespace
+
+KvCache::Impl::Impl(const KvCacheConfig& c) : config(c) {
+  if (c.sequences < 1 || c.kv_heads < 1 || c.capacity < 1) {
+    Fail("sequences, kv_heads and capacity must be positive, got " + std::to_string(c.sequences) +
+         ", " + std::to_string(c.kv_heads) + ", " + std::to_string(c.capacity));
+  }
+  if (c.head_dim < 1 || c.head_dim > kMaxHeadDim) {
+    Fail("head_dim must be in [1, " + std::to_string(kMaxHeadDim) + "], got " +
+         std::to_string(c.head_dim));
+  }
+  int64_t rows = 0, elements = 0;
+  if (__builtin_mul_overflow(c.sequences * c.kv_heads, c.capacity, &rows) ||
+      __builtin_mul_overflow(rows, c.head_dim, &elements) ||
+      elements > std::numeric_limits<int64_t>::max() / 8) {
+    Fail("sequences x kv_heads x capacity x head_dim overflows");
+  }
+  strides = {c.kv_heads * c.capacity * c.head_dim, c.capacity * c.head_dim, c.head_dim};
+  lengths.assign(size_t(c.sequences), 0);
+  Allocate(k, c.k_format, size_t(elements), size_t(rows), true);
+  Allocate(v, c.v_format, size_t(elements), size_t(rows), false);
+}
+
+void KvCache::Impl::Bind(int64_t first, AttentionProblem& problem, ConstTensor& k_view,
+                         ConstTensor& v_view) const {
+  BindSide(*this, k, first, true, problem, k_view);
+  BindSide(*this, v, first, false, problem, v_view);
+}
+
+KvCache::KvCache(const KvCacheConfig& config) : impl_(std::make_unique<Impl>(config)) {}
+KvCache::~KvCache() = default;
+KvCache::KvCache(KvCache&&) noexcept = default;
+KvCache& KvCache::operator=(KvCache&&) noexcept = default;
+
+const KvCacheConfig& KvCache::config() const { return impl_->config; }
+
+int64_t KvCache::Length(int64_t sequence) const {
+  if (sequence < 0 || sequence >= impl_->config.sequences) {
+    Fail("sequence " + std::to_string(sequence) + " is not in [0, " +
+         std::to_string(impl_->config.sequences) + ")");
+  }
+  return impl_->lengths[size_t(sequence)];
+}
+
+void KvCache::Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTensor v) {
+  const int64_t length = Length(sequence);
+  const KvCacheConfig& c = impl_->config;
+  if (tokens < 1) Fail("tokens must be positive, got " + std::to_string(tokens));
+  if (tokens > c.capacity - length) {
+    Fail("sequence " + std::to_string(sequence) + " holds " + std::to_string(length) + " of " +
+         std::to_string(c.capacity) + " tokens; " + std::to_string(tokens) + " more do not fit");
+  }
+  const AttentionShape rows{1, c.kv_heads, c.kv_heads, 1, tokens, c.head_dim};
+  k.strides.batch = v.strides.batch = 0;
+  ValidateKeyShaped(k, rows, "k");
+  ValidateKeyShaped(v, rows, "v");
+  // Both sides are encoded before either is stored, so a value one format rejects changes nothing.
+  const EncodedTokens ek = Encode(c.k_format, k, c.kv_heads, tokens, c.head_dim, "lpattn KvCache K");
+  const EncodedTokens ev = Encode(c.v_format, v, c.kv_heads, tokens, c.head_dim, "lpattn KvCache V");
+  Store(*impl_, impl_->k, ek, sequence, length, tokens);
+  Store(*impl_, impl_->v, ev, sequence, length, tokens);
+  impl_->lengths[size_t(sequence)] = length + tokens;
+}
+
+void KvCache::Truncate(int64_t sequence, int64_t length) {
+  const int64_t held = Length(sequence);
+  if (length < 0 || length > held) {
+    Fail("cannot truncate sequence " + std::to_string(sequence) + " of " + std::to_string(held) +
+         " tokens to " + std::to_string(length));
+  }
+  impl_->lengths[size_t(sequence)] = length;
+}
+
+void KvCache::Read(int64_t sequence, int64_t first, int64_t tokens, Tensor k, Tensor v) const {
+  const int64_t length = Length(sequence);
+  const KvCacheConfig& c = impl_->config;
+  if (first < 0 || tokens < 1 || first > length - tokens) {
+    Fail("tokens [" + std::to_string(first) + ", " + std::to_string(first + tokens) +
+         ") are not in sequence " + std::to_string(sequence) + "'s [0, " + std::to_string(length) +
+         ")");
+  }
+  const AttentionShape rows{1, c.kv_heads, c.kv_heads, 1, tokens, c.head_dim};
+  k.strides.batch = v.strides.batch = 0;
+  if (k.data != nullptr) ValidateKeyShaped(k, rows, "k");
+  if (v.data != nullptr) ValidateKeyShaped(v, rows, "v");
+  for (int64_t h = 0; h < c.kv_heads; ++h) {
+    for (int64_t j = 0; j < tokens; ++j) {
+      const int64_t at = h * k.strides.head + j * k.strides.token;
+      if (k.data != nullptr) DecodeRow(*impl_, impl_->k, sequence, h, first + j, k.data + at);
+      const int64_t v_at = h * v.strides.head + j * v.strides.token;
+      if (v.data != nullptr) DecodeRow(*impl_, impl_->v, sequence, h, first + j, v.data + v_at);
+    }
+  }
+}
+
+size_t KvCache::StorageBytes() const {
+  const auto bytes = [](const CacheSide& s) {
+    return s.values.size() * sizeof(float) + s.codes16.size() * sizeof(uint16_t) +
+           s.codes8.size() + s.scales.size() * sizeof(float) + s.sums.size() * sizeof(int32_t);
+  };
+  return bytes(impl_->k) + bytes(impl_->v);
+}
+
+Precision CachePrecision(const KvCacheConfig& config, const Precision& base) {
+  Precision p = base;
+  p.qk = config.k_format;
+  p.pv = config.v_format;
+  p.granularity = quant::Granularity::kToken;
+  p.value_granularity.reset();
+  p.smooth_k = false;
+  p.path = ComputePath::kNative;
+  return p;
+}
+
+}  // namespace lpattn

@@ -1,0 +1,274 @@
+// The KV cache (docs/design.md §9): appended tokens read back as the in-call quantizer makes
+// them, forwards over ragged batches of cached sequences against the in-call kernel and the
+// fp64 reference, decode steps against the full causal forward, and bad calls rejected with
+// nothing changed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/kv_cache.h"
+#include "quant/quantizer.h"
+#include "tests/kernels/attention_case.h"
+
+namespace lpattn::test {
+namespace {
+
+using quant::Format;
+
+struct FormatPair {
+  Format k, v;
+};
+const FormatPair kFormats[] = {
+    {Format::kFp32, Format::kFp32},       {Format::kBf16, Format::kBf16},
+    {Format::kFp16, Format::kFp16},       {Format::kInt8, Format::kInt8},
+    {Format::kFp8E4M3, Format::kFp8E4M3}, {Format::kFp8E5M2, Format::kFp8E5M2},
+    {Format::kBf16, Format::kInt8},       {Format::kInt8, Format::kFp32},
+};
+
+std::string Name(const FormatPair& f) {
+  return std::string("k ") + quant::FormatName(f.k) + " v " + quant::FormatName(f.v);
+}
+
+// The in-call precision a cache of these formats matches: the same formats, scales per token.
+Precision InCallPrecision(const FormatPair& f) {
+  return ParsePrecision(std::string("qk=") + quant::FormatName(f.k) + ",pv=" +
+                        quant::FormatName(f.v) + ",gran=token");
+}
+
+KvCacheConfig Config(const FormatPair& f, int64_t sequences, int64_t kv_heads, int64_t dim,
+                     int64_t capacity) {
+  return {sequences, kv_heads, dim, capacity, f.k, f.v};
+}
+
+// One sequence's K or V, [1, kv_heads, tokens, dim].
+OwnedTensor Tokens(int64_t kv_heads, int64_t tokens, int64_t dim, uint32_t seed) {
+  OwnedTensor t(1, kv_heads, tokens, dim, Layout::kBHTD);
+  std::mt19937 rng(seed);
+  t.FillNormal(rng);
+  return t;
+}
+
+// Appends tokens [first, first + n) of a [1, kv_heads, T, dim] K and V.
+void AppendRange(KvCache& cache, int64_t seq, const OwnedTensor& k, const OwnedTensor& v,
+                 int64_t first, int64_t n) {
+  const auto at = [&](const OwnedTensor& t) {
+    return ConstTensor{t.storage.data() + first * t.strides.token, t.strides};
+  };
+  cache.Append(seq, n, at(k), at(v));
+}
+
+// Appends all of K and V in uneven chunks: a prefill, single tokens, then a second chunk.
+void AppendInChunks(KvCache& cache, int64_t seq, const OwnedTensor& k, const OwnedTensor& v) {
+  const int64_t total = k.tokens;
+  int64_t done = std::min<int64_t>(total, 2 * total / 3 + 1);
+  AppendRange(cache, seq, k, v, 0, done);
+  for (int i = 0; i < 3 && done < total; ++i, ++done) AppendRange(cache, seq, k, v, done, 1);
+  if (done < total) AppendRange(cache, seq, k, v, done, total - done);
+}
+
+std::vector<float> Dequantized(const OwnedTensor& t, Format format) {
+  quant::QuantSpec spec;
+  spec.format = format;
+  spec.granularity = quant::Granularity::kToken;
+  std::vector<float> out(t.storage.size());
+  quant::QuantizeDequantize(spec, {t.storage.data(), 1, t.heads, t.tokens, t.dim, 0,
+                                   t.strides.head, t.strides.token},
+                            out.data(), "test");
+  return out;
+}
+
+TEST(KvCache, ReadsBackWhatTheInCallQuantizerMakes) {
+  for (const FormatPair& f : kFormats) {
+    const int64_t kv_heads = 3, dim = 40, tokens = 53;
+    KvCache cache(Config(f, 2, kv_heads, dim, 64));
+    const OwnedTensor k = Tokens(kv_heads, tokens, dim, 1), v = Tokens(kv_heads, tokens, dim, 2);
+    AppendInChunks(cache, 1, k, v);
+    EXPECT_EQ(cache.Length(1), tokens) << Name(f);
+    EXPECT_EQ(cache.Length(0), 0) << Name(f);
+    OwnedTensor k_read(1, kv_heads, tokens, dim, Layout::kBTHD);
+    OwnedTensor v_read(1, kv_heads, tokens, dim, Layout::kBTHD);
+    cache.Read(1, 0, tokens, k_read.view(), v_read.view());
+    const std::vector<float> k_want = Dequantized(k, f.k), v_want = Dequantized(v, f.v);
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      for (int64_t t = 0; t < tokens; ++t) {
+        for (int64_t c = 0; c < dim; ++c) {
+          const size_t i = k.offset(0, h, t, c);
+          ASSERT_EQ(k_read.at(0, h, t, c), k_want[i]) << Name(f) << " K " << h << " " << t;
+          ASSERT_EQ(v_read.at(0, h, t, c), v_want[i]) << Name(f) << " V " << h << " " << t;
+        }
+      }
+    }
+    // The bytes held: one an element for the 8-bit formats (plus a scale a token).
+    const size_t elements = size_t(2 * kv_heads * 64 * dim);
+    const size_t per_element = size_t(quant::FormatBytes(f.k) + quant::FormatBytes(f.v));
+    EXPECT_GE(cache.StorageBytes(), elements * per_element) << Name(f);
+    EXPECT_LE(cache.StorageBytes(), elements * per_element + elements / dim * 12) << Name(f);
+  }
+}
+
+// A ragged batch: slots of different lengths named out of order, two consecutive slots of one
+// length (one kernel call), GQA, sinks, a head dimension on and one off the native tiles, q_len
+// 1 and 3. Each sequence must match the in-call kernel on its own K and V with the same
+// precision, and the fp64 reference.
+TEST(KvCache, RaggedForwardMatchesTheInCallKernelAndTheReference) {
+  const int64_t kLengths[] = {1700, 1700, 77, 2100};
+  const int64_t kCall[] = {0, 1, 3, 2};
+  for (const FormatPair& f : kFormats) {
+    for (const auto& [q_len, dim] : {std::pair<int64_t, int64_t>{1, 64}, {3, 80}}) {
+      const int64_t heads = 8, kv_heads = 2, batch = 4;
+      KvCache cache(Config(f, 4, kv_heads, dim, 2200));
+      std::vector<AttentionCase> cases;
+      for (int64_t s = 0; s < 4; ++s) {
+        cases.emplace_back(AttentionShape{1, heads, kv_heads, q_len, kLengths[s], dim}, true,
+                           SinkMode::kLearned, Layout::kBHTD, uint32_t(11 + s));
+        AppendInChunks(cache, s, cases.back().k, cases.back().v);
+      }
+      // The call's Q: sequence b is slot kCall[b]'s case's Q; one sink array for all.
+      OwnedTensor q(batch, heads, q_len, dim, Layout::kBTHD);
+      for (int64_t b = 0; b < batch; ++b) {
+        const OwnedTensor& src = cases[size_t(kCall[b])].q;
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t t = 0; t < q_len; ++t)
+            for (int64_t c = 0; c < dim; ++c) q.at(b, h, t, c) = src.at(0, h, t, c);
+      }
+      const std::vector<float>& sinks = cases[0].sink_logits;
+      for (AttentionCase& c : cases) {
+        c.sink_logits = sinks;
+        c.options.sink_logits = c.sink_logits.data();
+        c.options.precision = InCallPrecision(f);
+      }
+      AttentionOptions options = cases[0].options;
+      const AttentionShape shape{batch, heads, kv_heads, q_len, 1, dim};
+      OwnedTensor o(batch, heads, q_len, dim, Layout::kBTHD);
+      std::vector<float> lse(size_t(batch * heads * q_len));
+      ExactForward(shape, options, q.cview(), cache, o.view(), lse.data(), kCall);
+      for (int64_t b = 0; b < batch; ++b) {
+        const AttentionCase& c = cases[size_t(kCall[b])];
+        const std::string what = Name(f) + " q_len " + std::to_string(q_len) + " sequence " +
+                                 std::to_string(kCall[b]);
+        const KernelOutputs in_call = c.Run(false);
+        const ReferenceForwardResult ref = c.ReferenceForward();
+        std::vector<double> got, got_lse;
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t t = 0; t < q_len; ++t) {
+            got_lse.push_back(lse[size_t((b * heads + h) * q_len + t)]);
+            for (int64_t d = 0; d < dim; ++d) got.push_back(o.at(b, h, t, d));
+          }
+        }
+        EXPECT_LE(ScaledMaxError(got, in_call.o.Dense()), 1e-6) << what;
+        EXPECT_LE(ScaledMaxError(got, ref.o), 1e-6) << what;
+        EXPECT_LE(ScaledMaxError(got_lse, ref.lse), 1e-5) << what;
+      }
+    }
+  }
+}
+
+// An engine's loop: prefill, then one query per step against the cache as it grows; step t's
+// output is row t of the full causal forward over the whole sequence (same precision).
+TEST(KvCache, DecodeStepsMatchTheFullCausalForward) {
+  for (const FormatPair& f : {kFormats[0], kFormats[1], kFormats[3], kFormats[4]}) {
+    const int64_t heads = 4, kv_heads = 2, dim = 64, total = 1600, prefill = 1590;
+    AttentionCase full({1, heads, kv_heads, total, total, dim}, true, SinkMode::kOffByOne,
+                       Layout::kBHTD, 5);
+    full.options.precision = InCallPrecision(f);
+    const KernelOutputs want = full.Run(false);
+    KvCache cache(Config(f, 1, kv_heads, dim, total));
+    AppendRange(cache, 0, full.k, full.v, 0, prefill);
+    for (int64_t t = prefill; t < total; ++t) {
+      AppendRange(cache, 0, full.k, full.v, t, 1);
+      const AttentionShape step{1, heads, kv_heads, 1, 1, dim};
+      const ConstTensor q{full.q.storage.data() + t * full.q.strides.token, full.q.strides};
+      OwnedTensor o(1, heads, 1, dim, Layout::kBHTD);
+      std::vector<float> lse(static_cast<size_t>(heads), 0.0f);
+      ExactForward(step, full.options, q, cache, o.view(), lse.data());
+      for (int64_t h = 0; h < heads; ++h) {
+        const size_t row = size_t(h * total + t);
+        EXPECT_NEAR(lse[size_t(h)], want.lse[row], 1e-5f * (1.0f + std::abs(want.lse[row])))
+            << Name(f) << " step " << t;
+        for (int64_t d = 0; d < dim; ++d) {
+          ASSERT_NEAR(o.at(0, h, 0, d), want.o.at(0, h, t, d), 2e-6) << Name(f) << " step " << t;
+        }
+      }
+    }
+    // Rolling back drafted tokens and appending others reads the new ones.
+    cache.Truncate(0, prefill);
+    EXPECT_EQ(cache.Length(0), prefill);
+    const OwnedTensor other = Tokens(kv_heads, 1, dim, 99);
+    cache.Append(0, 1, other.cview(), other.cview());
+    OwnedTensor back(1, kv_heads, 1, dim, Layout::kBHTD);
+    cache.Read(0, prefill, 1, back.view(), {});
+    const std::vector<float> expected = Dequantized(other, f.k);
+    EXPECT_EQ(back.storage, expected) << Name(f);
+  }
+}
+
+TEST(KvCache, RejectsBadCallsAndChangesNothing) {
+  const FormatPair f{Format::kInt8, Format::kFp8E4M3};
+  const int64_t kv_heads = 2, dim = 16;
+  KvCache cache(Config(f, 2, kv_heads, dim, 8));
+  const OwnedTensor k = Tokens(kv_heads, 9, dim, 3), v = Tokens(kv_heads, 9, dim, 4);
+  AppendRange(cache, 0, k, v, 0, 5);
+  OwnedTensor before(1, kv_heads, 5, dim, Layout::kBHTD);
+  cache.Read(0, 0, 5, before.view(), {});
+  const auto unchanged = [&](const char* what) {
+    EXPECT_EQ(cache.Length(0), 5) << what;
+    OwnedTensor now(1, kv_heads, 5, dim, Layout::kBHTD);
+    cache.Read(0, 0, 5, now.view(), {});
+    EXPECT_EQ(now.storage, before.storage) << what;
+  };
+  EXPECT_THROW(AppendRange(cache, 0, k, v, 0, 4), std::invalid_argument);  // 9 > capacity 8
+  unchanged("overflow");
+  EXPECT_THROW(AppendRange(cache, 2, k, v, 0, 1), std::invalid_argument);  // no slot 2
+  EXPECT_THROW(AppendRange(cache, -1, k, v, 0, 1), std::invalid_argument);
+  EXPECT_THROW(cache.Append(0, 1, {nullptr, k.strides}, v.cview()), std::invalid_argument);
+  EXPECT_THROW(cache.Append(0, 0, k.cview(), v.cview()), std::invalid_argument);
+  OwnedTensor bad_v = v;
+  bad_v.at(0, 1, 0, 3) = NAN;  // no fp8 scale for it: K is not stored either
+  EXPECT_THROW(cache.Append(0, 1, k.cview(), bad_v.cview()), std::invalid_argument);
+  unchanged("non-finite V");
+  EXPECT_THROW(cache.Truncate(0, 6), std::invalid_argument);
+  EXPECT_THROW(cache.Truncate(0, -1), std::invalid_argument);
+  unchanged("truncate");
+  OwnedTensor out(1, kv_heads, 4, dim, Layout::kBHTD);
+  EXPECT_THROW(cache.Read(0, 2, 4, out.view(), {}), std::invalid_argument);  // past the length
+  EXPECT_THROW(KvCache(Config(f, 0, 1, 16, 8)), std::invalid_argument);
+  EXPECT_THROW(KvCache(Config(f, 1, 1, kMaxHeadDim + 1, 8)), std::invalid_argument);
+
+  // Forwards: every rejection before anything is written.
+  AttentionOptions options;
+  options.precision = CachePrecision(cache.config());
+  const AttentionShape shape{1, 4, kv_heads, 1, 1, dim};
+  OwnedTensor q(1, 4, 1, dim, Layout::kBHTD), o(1, 4, 1, dim, Layout::kBHTD);
+  std::vector<float> lse(4, 7.0f);
+  std::fill(o.storage.begin(), o.storage.end(), 7.0f);
+  const auto rejected = [&](const AttentionShape& s, const AttentionOptions& opt,
+                            const int64_t* slots, float* l, const char* what) {
+    EXPECT_THROW(ExactForward(s, opt, q.cview(), cache, o.view(), l, slots), std::invalid_argument)
+        << what;
+    for (float x : o.storage) ASSERT_EQ(x, 7.0f) << what;
+    for (float x : lse) ASSERT_EQ(x, 7.0f) << what;
+  };
+  AttentionOptions fp32 = options;
+  fp32.precision = Precision{};
+  rejected(shape, fp32, nullptr, lse.data(), "precision other than the cache's");
+  AttentionShape heads = shape;
+  heads.kv_heads = 1;
+  rejected(heads, options, nullptr, lse.data(), "kv_heads");
+  const int64_t empty_slot = 1, no_slot = 5;
+  rejected(shape, options, &empty_slot, lse.data(), "empty slot");
+  rejected(shape, options, &no_slot, lse.data(), "slot out of range");
+  AttentionShape three = shape;
+  three.batch = 3;
+  rejected(three, options, nullptr, lse.data(), "more sequences than slots");
+  rejected(shape, options, nullptr, nullptr, "null lse");
+  ExactForward(shape, options, q.cview(), cache, o.view(), lse.data());
+  EXPECT_NE(lse[0], 7.0f);
+}
+
+}  // namespace
+}  // namespace lpattn::test
