@@ -30,6 +30,7 @@
 #include "bench/peak_native.h"
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/kv_cache.h"
 #include "kernels/prepared_kv.h"
 #include "kernels/threshold.h"
 #include "kernels/value_gate.h"
@@ -245,6 +246,28 @@ void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precisio
   state.counters["bw_frac"] = benchmark::Counter(gigabytes / MeasuredPeakBandwidth(threads),
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.counters["kv_bytes"] = double(kv->StorageBytes());
+}
+
+// exact_decode_cache: the same step against a KvCache (kernels/kv_cache.h) of the format,
+// filled with kv_len tokens: an engine's path, with every 8-bit side per token (int8 V as byte
+// codes decoded per key tile, not the per-channel integer P V of exact_decode's int8).
+void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
+                    int threads) {
+  AttentionOptions options;
+  options.causal = true;
+  options.threads = threads;
+  const KvCacheConfig config{1, shape.kv_heads, shape.head_dim, shape.kv_len, format, format};
+  options.precision = CachePrecision(config);
+  ForwardBuffers buffers(shape);
+  const ForwardArgs args = buffers.Args();
+  KvCache cache(config);
+  cache.Append(0, shape.kv_len, args.k, args.v);
+  for (auto _ : state) ExactForward(shape, options, args.q, cache, args.o, args.lse);
+  const double gigabytes = double(cache.StorageBytes()) * 1e-9;
+  state.counters["GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw_frac"] = benchmark::Counter(gigabytes / MeasuredPeakBandwidth(threads),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["kv_bytes"] = double(cache.StorageBytes());
 }
 
 // One untimed forward provides O and lse; only ExactBackward is timed.
@@ -659,6 +682,23 @@ const bool kRegistered = [] {
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
         }
+      }
+    }
+  }
+  const std::pair<const char*, quant::Format> kCacheStorage[] = {
+      {"fp32", quant::Format::kFp32}, {"bf16", quant::Format::kBf16},
+      {"fp16", quant::Format::kFp16}, {"int8", quant::Format::kInt8},
+      {"fp8", quant::Format::kFp8E4M3}};
+  for (const int64_t kv_len : {4096, 32768}) {
+    for (const auto& [format, storage] : kCacheStorage) {
+      for (const int threads : {1, 2}) {
+        const AttentionShape shape{1, 32, 8, 1, kv_len, 128};
+        const std::string name = "exact_decode_cache/Tk:" + std::to_string(kv_len) +
+                                 "/D:128/H:32/Hkv:8/kv:" + format + "/threads:" +
+                                 std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, threads)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
       }
     }
   }

@@ -31,7 +31,7 @@ T* Row(T* data, const Strides& s, size_t b, size_t h, size_t t) {
 
 DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args) {
   const size_t group = p.group();
-  if (group > 1 && group * p.q_len <= kTileQ) {
+  if (DecodeTileRows(p.heads, p.kv_heads, p.q_len) != p.q_len) {
     const int64_t q_len = int64_t(p.q_len), g = int64_t(group);
     const bool coded = p.q_codes.codes8 != nullptr;
     // Q's fp8 codes are made per call in [B, H, T, D] order, which always groups.

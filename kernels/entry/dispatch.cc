@@ -79,19 +79,19 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
           highway + " (K's codes decoded to fp32 per key tile)",
       "fp16 Q K^T: " +
           tiles(amx_bf16, "amx_bf16 (each value split exactly into two bf16, depth 4 head_dim)",
-                "head_dim a multiple of 32") +
-          highway + " (K's codes decoded to fp32 per key tile)",
+                "head_dim a multiple of 32 and query tiles over 4 rows") +
+          highway + " (K's codes decoded to fp32 per key tile; in registers for decode tiles)",
       "fp8 Q K^T (scales per tensor, token or block): " +
           tiles(amx_bf16, "amx_bf16 (codes decoded to bf16 per tile, exact; scales after the sums)",
-                "head_dim a multiple of 32") +
-          highway + " (K's 1-byte codes decoded to fp32 per key tile)",
+                "head_dim a multiple of 32 and query tiles over 4 rows") +
+          highway + " (K's 1-byte codes decoded to fp32 per key tile; in registers for decode tiles)",
       "bf16 P V with p=bf16: " +
           tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
                 "amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles)",
                 "head_dim a multiple of 32 and a finite V") +
           highway + " (V's codes decoded to fp32 per key tile)",
       "bf16 and fp16 V otherwise: " + highway + " (16-bit codes decoded to fp32 per key tile)",
-      "fp8 V (scales per tensor, token or block): " + highway +
+      "fp8 V (scales per tensor, token or block) and a KvCache's int8 V (per token): " + highway +
           " (1-byte codes decoded to fp32 per key tile)",
       "Q off the paths above, per-channel fp8 and int8 K, smoothed operands, thresholded "
       "attention's forward: simulated (fp32 copies of the quantized values)",

@@ -238,7 +238,6 @@ HWY_INLINE bool QuadScores(const AttentionProblem& p) {
 // a tile of at most 4 queries takes each score as a dot product along the head dimension
 // instead: every lane useful, and four queries' sums folded into one vector of 4.
 
-inline constexpr size_t kFewQueries = 4;
 
 // Whether the call's fp32 score product takes FewQueryScores: at most 4 queries, a head
 // dimension of whole vectors, vectors of whole 128-bit blocks.
@@ -267,20 +266,22 @@ HWY_INLINE hn::Vec<hn::CappedTag<float, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Ve
   return sums;
 }
 
-// S^T[j][i] = k_j . q_i for keys j < nk against 4 query rows (`dim` apart, scaled, zero past
-// nq), two keys at a time; lanes 4..columns of each key's row are zero.
-HWY_INLINE void FewQueryScores(const LhsView& k, size_t nk, const float* HWY_RESTRICT q,
-                               size_t dim, size_t columns, float* HWY_RESTRICT out) {
+// S^T[j][i] = k_j . q_i for keys j0 .. j0 + nk against 4 query rows (`dim` apart, scaled,
+// zero past nq), two keys at a time, each key row read where it lies: floats, or codes decoded
+// in registers (RowLanes; an 8-bit row's token scale then multiplies its sums). Lanes
+// 4..columns of each key's row are zero.
+HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
+                               const float* HWY_RESTRICT q, size_t dim, size_t columns,
+                               float* HWY_RESTRICT out) {
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 4> d4;
   const size_t N = hn::Lanes(d);
   for (size_t j = 0; j < nk; j += 2) {
     const bool pair = j + 1 < nk;
-    const float* k0 = k.data + j * k.row_stride;
-    const float* k1 = pair ? k0 + k.row_stride : k0;
+    const size_t t0 = j0 + j, t1 = pair ? t0 + 1 : t0;
     auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (size_t c = 0; c < dim; c += N) {
-      const auto x = hn::LoadU(d, k0 + c), y = hn::LoadU(d, k1 + c);
+      const auto x = RowLanes(d, k, t0, c), y = RowLanes(d, k, t1, c);
       const auto q0 = hn::Load(d, q + c), q1 = hn::Load(d, q + dim + c);
       const auto q2 = hn::Load(d, q + 2 * dim + c), q3 = hn::Load(d, q + 3 * dim + c);
       a0 = hn::MulAdd(x, q0, a0);
@@ -292,11 +293,16 @@ HWY_INLINE void FewQueryScores(const LhsView& k, size_t nk, const float* HWY_RES
       b2 = hn::MulAdd(y, q2, b2);
       b3 = hn::MulAdd(y, q3, b3);
     }
+    const bool scaled = k.codes8 != nullptr;
+    auto sums_a = SumsOfFour(d, a0, a1, a2, a3);
+    if (scaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.token_scales[t0]));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + j * kTileQ + i);
-    hn::Store(SumsOfFour(d, a0, a1, a2, a3), d4, out + j * kTileQ);
+    hn::Store(sums_a, d4, out + j * kTileQ);
     if (!pair) break;
+    auto sums_b = SumsOfFour(d, b0, b1, b2, b3);
+    if (scaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.token_scales[t1]));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + (j + 1) * kTileQ + i);
-    hn::Store(SumsOfFour(d, b0, b1, b2, b3), d4, out + (j + 1) * kTileQ);
+    hn::Store(sums_b, d4, out + (j + 1) * kTileQ);
   }
 }
 
@@ -348,11 +354,11 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
               {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
     return;
   }
-  const LhsView keys = KeyTile(k, j0, nk, p.dim, ws.key_rows.get());
   if (ws.few_queries) {
-    FewQueryScores(keys, nk, ws.rows2.get(), p.dim, columns, out);
+    FewQueryScores(k, j0, nk, ws.rows2.get(), p.dim, columns, out);
     return;
   }
+  const LhsView keys = KeyTile(k, j0, nk, p.dim, ws.key_rows.get());
   MatMul<false>(keys, {q_panel, kTileQ}, {out, kTileQ}, nk, columns, p.dim);
 }
 

@@ -20,6 +20,16 @@ inline constexpr size_t kTileMax = kTileQ > kTileK ? kTileQ : kTileK;
 inline constexpr size_t kKeyBlock = 32 * kTileK;
 inline constexpr size_t kMaxKeyBlocks = 128;
 
+// A decode tile of at most kFewQueries rows takes fp32 dot products for its scores
+// (score_tile-inl.h's FewQueryScores) instead of a register-tiled or AMX product.
+inline constexpr size_t kFewQueries = 4;
+// Rows of the forward's query tiles under the decode plan (docs/design.md §8): a GQA group's
+// H / Hkv x q_len queries when there is a group and they fit a tile, else q_len.
+inline constexpr size_t DecodeTileRows(size_t heads, size_t kv_heads, size_t q_len) {
+  const size_t group = heads / kv_heads;
+  return group > 1 && group * q_len <= kTileQ ? group * q_len : q_len;
+}
+
 // The backward's dS blocks (docs/math.md §4.2) are the tiles.
 static_assert(kTileQ == size_t(kBlockQueries) && kTileK == size_t(kBlockKeys));
 
