@@ -251,16 +251,27 @@ void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precisio
 // exact_decode_cache: the same step against a KvCache (kernels/kv_cache.h) of the format,
 // filled with kv_len tokens: an engine's path, with every 8-bit side per token (int8 V as byte
 // codes decoded per key tile, not the per-channel integer P V of exact_decode's int8).
+// exact_decode_paged: the cache paged in blocks of block_size tokens (layout:head, the
+// default, or layout:token, vLLM's flash layout), the sequence's blocks scattered over the
+// pool in reverse order.
 void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
-                    int threads) {
+                    int threads, int64_t block_size, PagedLayout layout) {
   AttentionOptions options;
   options.causal = true;
   options.threads = threads;
-  const KvCacheConfig config{1, shape.kv_heads, shape.head_dim, shape.kv_len, format, format};
+  KvCacheConfig config{1, shape.kv_heads, shape.head_dim, shape.kv_len, format, format};
+  config.block_size = block_size;
+  config.blocks = block_size > 0 ? (shape.kv_len + block_size - 1) / block_size : 0;
+  config.layout = layout;
   options.precision = CachePrecision(config);
   ForwardBuffers buffers(shape);
   const ForwardArgs args = buffers.Args();
   KvCache cache(config);
+  if (block_size > 0) {
+    std::vector<int32_t> table(size_t(config.blocks));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(table.size() - 1 - i);
+    cache.SetBlockTable(0, table.data(), config.blocks);
+  }
   cache.Append(0, shape.kv_len, args.k, args.v);
   for (auto _ : state) ExactForward(shape, options, args.q, cache, args.o, args.lse);
   const double gigabytes = double(cache.StorageBytes()) * 1e-9;
@@ -696,7 +707,25 @@ const bool kRegistered = [] {
         const std::string name = "exact_decode_cache/Tk:" + std::to_string(kv_len) +
                                  "/D:128/H:32/Hkv:8/kv:" + format + "/threads:" +
                                  std::to_string(threads);
-        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, threads)
+        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, threads, 0,
+                                     PagedLayout::kHeadMajor)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+  // Paged against contiguous: the target's shape (Tk 32768, 2 threads).
+  for (const auto& [layout_name, layout] :
+       {std::pair<const char*, PagedLayout>{"head", PagedLayout::kHeadMajor},
+        {"token", PagedLayout::kTokenMajor}}) {
+    for (const int64_t block_size : {16, 128}) {
+      for (const auto& [format, storage] : kCacheStorage) {
+        const AttentionShape shape{1, 32, 8, 1, 32768, 128};
+        const std::string name = std::string("exact_decode_paged/Tk:32768/D:128/H:32/Hkv:8/kv:") +
+                                 format + "/block:" + std::to_string(block_size) + "/layout:" +
+                                 layout_name + "/threads:2";
+        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, 2, block_size,
+                                     layout)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }

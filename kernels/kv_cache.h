@@ -16,6 +16,16 @@
 
 namespace lpattn {
 
+// How a paged cache's block holds its tokens (KvCacheConfig::block_size > 0).
+enum class PagedLayout {
+  // [block][kv_head][block_size][head_dim]: a head's tokens of a block contiguous, as vLLM's
+  // CPU backend and FlashInfer's HND hold them; the kernels read a block's rows as one run.
+  kHeadMajor,
+  // [block][block_size][kv_head][head_dim]: vLLM's flash-attention layout (NHD); a head's rows
+  // are kv_heads x head_dim apart, a page's worth of them per 4 KiB page.
+  kTokenMajor,
+};
+
 struct KvCacheConfig {
   int64_t sequences = 1;  // slots
   int64_t kv_heads = 1;
@@ -23,6 +33,13 @@ struct KvCacheConfig {
   int64_t capacity = 1;  // tokens per slot
   quant::Format k_format = quant::Format::kFp32;
   quant::Format v_format = quant::Format::kFp32;
+  // The paged layout, when block_size > 0: a pool of `blocks` blocks of block_size tokens (a
+  // power of two in [1, 1024]) per side, laid out as `layout` says, which each slot reads and
+  // writes through its block table (SetBlockTable), up to capacity tokens. 0: every slot owns
+  // `capacity` contiguous tokens, [slot][kv_head][capacity][head_dim].
+  int64_t block_size = 0;
+  int64_t blocks = 0;
+  PagedLayout layout = PagedLayout::kHeadMajor;
 };
 
 // Calls on distinct slots may run concurrently (an append to one while a forward reads
@@ -44,8 +61,20 @@ class KvCache {
   // token's scale as amax / FormatMax over its head's row, as gran=token does (precision.h),
   // so a cached value is exactly what the in-call quantizer makes of it. Throws
   // std::invalid_argument, changing nothing, for a bad sequence, a null or overlapping view,
-  // more tokens than the slot has room for, or a value a scaled format cannot take.
+  // more tokens than the slot has room for (paged: in the blocks of its table), or a value a
+  // scaled format cannot take.
   void Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTensor v);
+  // Paged layout: slot `sequence`'s logical block i is pool block blocks[i], i < count, and
+  // its length becomes `length` (-1: kept). A table may not name a block twice; distinct slots
+  // may share blocks: a fork names its parent's prefix blocks and the parent's length of them,
+  // and the engine must then not append into a shared block. What the blocks hold is kept, so
+  // a table can grow as a sequence does. Throws std::invalid_argument, changing nothing, on a
+  // block out of [0, blocks), a repeated block, count beyond capacity / block_size (rounded
+  // up), a length beyond capacity or the blocks' tokens, or on a contiguous cache.
+  void SetBlockTable(int64_t sequence, const int32_t* blocks, int64_t count, int64_t length = -1);
+  // The slot's block table and its length (a null table and 0 on a contiguous cache).
+  const int32_t* BlockTable(int64_t sequence, int64_t* count) const;
+
   // Drops the tokens from `length` on (an engine rolling back rejected draft tokens); length
   // must be in [0, Length(sequence)].
   void Truncate(int64_t sequence, int64_t length);
@@ -64,16 +93,17 @@ class KvCache {
 };
 
 // The precision a cache's forward runs with: qk = K's format, pv = V's format, scales per
-// token (Q's too), P as `base` has it. ExactForward over a cache takes the call's
-// options.precision through this, so only its p and bwd fields matter.
+// token (Q's too), P as `base` has it: what ExactForward over a cache runs with, whatever
+// options.precision says beyond p.
 Precision CachePrecision(const KvCacheConfig& config, const Precision& base = {});
 
 // §1 forward of q against cached K and V, one sequence of the call per slot in `sequences`
 // ([shape.batch] slot indices; null: slots 0 .. batch - 1, which must all exist). Each
 // sequence attends to its slot's Length() keys (shape.kv_len is not read), with bottom-right
 // causal alignment per sequence; every slot named must hold at least one token. shape's
-// kv_heads and head_dim must be the cache's, and options.precision's qk and pv its formats
-// (CachePrecision(cache.config()) gives them); Q's scales are per token, as K's.
+// kv_heads and head_dim must be the cache's. options.precision's qk and pv must be the cache's
+// formats, or both fp32 (the default), which means "as the cache holds them"; Q's scales are
+// per token, as K's.
 // q, o: [batch, heads, q_len, head_dim] views; lse [batch, heads, q_len] as ExactForward.
 void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor q,
                   const KvCache& cache, Tensor o, float* lse, const int64_t* sequences = nullptr);

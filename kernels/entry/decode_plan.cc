@@ -57,7 +57,10 @@ DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args) {
       }
       args.q.strides = GroupRowStrides(args.q.strides, q_len, g);
       args.o.strides = GroupRowStrides(args.o.strides, q_len, g);
-      if (coded) p.q_codes.strides = GroupRowStrides(p.q_codes.strides, q_len, g);
+      if (coded) {
+        p.q_codes.strides = GroupRowStrides(p.q_codes.strides, q_len, g);
+        p.q_codes.scale_strides = GroupRowStrides(p.q_codes.scale_strides, q_len, g);
+      }
       p.head_rows = p.q_len;
       p.query_group = group;
       p.q_len *= group;

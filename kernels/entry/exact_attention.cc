@@ -141,7 +141,7 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
       AttentionProblem problem = MakeProblem(part, run);
       ForwardArgs args{{q.data + b * q.strides.batch, q.strides}, {}, {},
                        {o.data + b * o.strides.batch, o.strides}, lse + b * shape.heads * shape.q_len};
-      c.Bind(slot(b), problem, args.k, args.v);
+      c.Bind(slot(b), problem);
       ForwardWithKv(part, run.precision, problem, args);
     }
   });

@@ -190,11 +190,12 @@ std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
          " of " + std::to_string(shape.head_dim));
   }
   const Precision& p = options.precision;
-  if (p.qk != c.k_format || p.pv != c.v_format) {
+  const bool as_held = p.qk == quant::Format::kFp32 && p.pv == quant::Format::kFp32;
+  if (!as_held && (p.qk != c.k_format || p.pv != c.v_format)) {
     Fail(std::string("the cache holds K as ") + quant::FormatName(c.k_format) + " and V as " +
          quant::FormatName(c.v_format) + ", the call's precision has qk=" +
          quant::FormatName(p.qk) + " and pv=" + quant::FormatName(p.pv) +
-         " (CachePrecision gives the cache's)");
+         " (fp32 and fp32 mean as held)");
   }
   AttentionShape checked = shape;
   checked.kv_len = 1;  // each sequence's own, below

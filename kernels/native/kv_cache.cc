@@ -106,26 +106,40 @@ void DecodeRow(const KvCache::Impl& c, const CacheSide& side, int64_t slot, int6
   }
 }
 
-// Points the problem (or a float view) at a side's storage from slot `first` on.
+// Points the problem at a side's storage from slot `first` on.
 void BindSide(const KvCache::Impl& c, const CacheSide& side, int64_t first, bool key,
-              AttentionProblem& p, ConstTensor& view) {
-  const size_t offset = c.Offset(first, 0, 0), row = offset / size_t(c.config.head_dim);
-  view = {nullptr, c.strides};
-  if (side.format == quant::Format::kFp32) {
-    view.data = side.values.data() + offset;
-    return;
-  }
+              AttentionProblem& p) {
+  const int64_t dim = c.config.head_dim;
+  // Contiguous: the slots' first element; paged: the pool's (the tables place every row).
+  const size_t offset = c.paged() ? 0 : size_t(first * c.strides.batch);
+  const size_t row = offset / size_t(dim);
   CodedKv coded;
   coded.strides = c.strides;
-  if (quant::FormatBytes(side.format) == 2) {
+  coded.scale_strides = {c.strides.batch / dim, c.strides.head / dim, c.strides.token / dim};
+  const int32_t* tables = c.paged() ? c.tables.data() + first * c.max_blocks : nullptr;
+  if (tables != nullptr) {
+    coded.block_tables = tables;
+    coded.table_stride = size_t(c.max_blocks);
+    coded.block_shift = c.block_shift;
+    coded.block_stride = size_t(c.block_stride);
+    coded.scale_block_stride = size_t(c.block_stride / dim);
+  }
+  if (side.format == quant::Format::kFp32) {
+    coded.floats = side.values.data() + offset;
+  } else if (quant::FormatBytes(side.format) == 2) {
     coded.data = side.codes16.data() + offset;
     coded.fp16 = side.format == quant::Format::kFp16;
   } else if (key && side.format == quant::Format::kInt8) {  // integer Q K^T
     p.int_qk.k_rows = reinterpret_cast<const int8_t*>(side.codes8.data()) + offset;
     p.int_qk.k_sums = side.sums.data() + row;
     p.int_qk.k_scale = side.scales.data() + row;
-    p.int_qk.pairs = (size_t(c.config.head_dim) + 1) / 2;
+    p.int_qk.pairs = (size_t(dim) + 1) / 2;
     p.int_qk.slice_rows = size_t(c.config.capacity);
+    p.int_qk.block_tables = coded.block_tables;
+    p.int_qk.table_stride = coded.table_stride;
+    p.int_qk.block_shift = coded.block_shift;
+    p.int_qk.row_strides = {c.block_stride / dim, coded.scale_strides.head,
+                            coded.scale_strides.token};
     return;
   } else {
     coded.codes8 = side.codes8.data() + offset;
@@ -147,22 +161,48 @@ KvCache::Impl::Impl(const KvCacheConfig& c) : config(c) {
     Fail("head_dim must be in [1, " + std::to_string(kMaxHeadDim) + "], got " +
          std::to_string(c.head_dim));
   }
-  int64_t rows = 0, elements = 0;
-  if (__builtin_mul_overflow(c.sequences * c.kv_heads, c.capacity, &rows) ||
+  const bool paged = c.block_size != 0;
+  if (paged) {
+    if (c.block_size < 1 || c.block_size > 1024 || (c.block_size & (c.block_size - 1)) != 0) {
+      Fail("block_size must be 0 or a power of two in [1, 1024], got " +
+           std::to_string(c.block_size));
+    }
+    if (c.blocks < 1 || c.blocks > std::numeric_limits<int32_t>::max()) {
+      Fail("a paged cache needs blocks in [1, 2^31), got " + std::to_string(c.blocks));
+    }
+    if (c.layout != PagedLayout::kHeadMajor && c.layout != PagedLayout::kTokenMajor) {
+      Fail("layout is not a PagedLayout");
+    }
+  }
+  // Token rows of one side: every slot's capacity, or the pool's.
+  int64_t slot_rows = 0, rows = 0, elements = 0;
+  if (__builtin_mul_overflow(paged ? c.blocks : c.sequences,
+                             paged ? c.block_size : c.capacity, &slot_rows) ||
+      __builtin_mul_overflow(slot_rows, c.kv_heads, &rows) ||
       __builtin_mul_overflow(rows, c.head_dim, &elements) ||
       elements > std::numeric_limits<int64_t>::max() / 8) {
-    Fail("sequences x kv_heads x capacity x head_dim overflows");
+    Fail("the storage size (tokens x kv_heads x head_dim) overflows");
   }
-  strides = {c.kv_heads * c.capacity * c.head_dim, c.capacity * c.head_dim, c.head_dim};
+  if (paged) {
+    block_stride = c.block_size * c.kv_heads * c.head_dim;
+    strides = c.layout == PagedLayout::kHeadMajor
+                  ? Strides{0, c.block_size * c.head_dim, c.head_dim}
+                  : Strides{0, c.head_dim, c.kv_heads * c.head_dim};
+    max_blocks = (c.capacity + c.block_size - 1) / c.block_size;
+    while ((int64_t(1) << block_shift) < c.block_size) ++block_shift;
+    tables.assign(size_t(c.sequences * max_blocks), 0);
+    table_lengths.assign(size_t(c.sequences), 0);
+  } else {
+    strides = {c.kv_heads * c.capacity * c.head_dim, c.capacity * c.head_dim, c.head_dim};
+  }
   lengths.assign(size_t(c.sequences), 0);
   Allocate(k, c.k_format, size_t(elements), size_t(rows), true);
   Allocate(v, c.v_format, size_t(elements), size_t(rows), false);
 }
 
-void KvCache::Impl::Bind(int64_t first, AttentionProblem& problem, ConstTensor& k_view,
-                         ConstTensor& v_view) const {
-  BindSide(*this, k, first, true, problem, k_view);
-  BindSide(*this, v, first, false, problem, v_view);
+void KvCache::Impl::Bind(int64_t first, AttentionProblem& problem) const {
+  BindSide(*this, k, first, true, problem);
+  BindSide(*this, v, first, false, problem);
 }
 
 KvCache::KvCache(const KvCacheConfig& config) : impl_(std::make_unique<Impl>(config)) {}
@@ -184,9 +224,11 @@ void KvCache::Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTenso
   const int64_t length = Length(sequence);
   const KvCacheConfig& c = impl_->config;
   if (tokens < 1) Fail("tokens must be positive, got " + std::to_string(tokens));
-  if (tokens > c.capacity - length) {
+  const int64_t room = impl_->Room(sequence);
+  if (tokens > room - length) {
     Fail("sequence " + std::to_string(sequence) + " holds " + std::to_string(length) + " of " +
-         std::to_string(c.capacity) + " tokens; " + std::to_string(tokens) + " more do not fit");
+         std::to_string(room) + " tokens" + (impl_->paged() ? " its blocks have room for" : "") +
+         "; " + std::to_string(tokens) + " more do not fit");
   }
   const AttentionShape rows{1, c.kv_heads, c.kv_heads, 1, tokens, c.head_dim};
   k.strides.batch = v.strides.batch = 0;
@@ -198,6 +240,47 @@ void KvCache::Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTenso
   Store(*impl_, impl_->k, ek, sequence, length, tokens);
   Store(*impl_, impl_->v, ev, sequence, length, tokens);
   impl_->lengths[size_t(sequence)] = length + tokens;
+}
+
+void KvCache::SetBlockTable(int64_t sequence, const int32_t* blocks, int64_t count,
+                            int64_t new_length) {
+  const int64_t length = new_length < 0 ? Length(sequence) : new_length;
+  Length(sequence);  // checks the slot
+  Impl& c = *impl_;
+  if (!c.paged()) Fail("SetBlockTable needs a paged cache (block_size > 0)");
+  if (count < 0 || count > c.max_blocks) {
+    Fail("a block table holds at most " + std::to_string(c.max_blocks) + " blocks, got " +
+         std::to_string(count));
+  }
+  if (count > 0 && blocks == nullptr) Fail("blocks is null");
+  if (length > c.config.capacity || count * c.config.block_size < length) {
+    Fail("sequence " + std::to_string(sequence) + " of " + std::to_string(length) +
+         " tokens (capacity " + std::to_string(c.config.capacity) + ") does not fit " +
+         std::to_string(count) + " blocks of " + std::to_string(c.config.block_size));
+  }
+  std::vector<int32_t> sorted(blocks, blocks + count);
+  for (int64_t i = 0; i < count; ++i) {
+    if (blocks[i] < 0 || blocks[i] >= c.config.blocks) {
+      Fail("blocks[" + std::to_string(i) + "] = " + std::to_string(blocks[i]) + " is not in [0, " +
+           std::to_string(c.config.blocks) + ")");
+    }
+  }
+  std::sort(sorted.begin(), sorted.end());
+  const auto repeated = std::adjacent_find(sorted.begin(), sorted.end());
+  if (repeated != sorted.end()) {
+    Fail("block " + std::to_string(*repeated) + " appears twice in sequence " +
+         std::to_string(sequence) + "'s table");
+  }
+  std::copy_n(blocks, count, c.tables.begin() + sequence * c.max_blocks);
+  c.table_lengths[size_t(sequence)] = count;
+  c.lengths[size_t(sequence)] = length;
+}
+
+const int32_t* KvCache::BlockTable(int64_t sequence, int64_t* count) const {
+  Length(sequence);  // checks the slot
+  const Impl& c = *impl_;
+  if (count != nullptr) *count = c.paged() ? c.table_lengths[size_t(sequence)] : 0;
+  return c.paged() ? c.tables.data() + sequence * c.max_blocks : nullptr;
 }
 
 void KvCache::Truncate(int64_t sequence, int64_t length) {

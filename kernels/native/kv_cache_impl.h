@@ -3,6 +3,7 @@
 #ifndef LPATTN_KERNELS_NATIVE_KV_CACHE_IMPL_H_
 #define LPATTN_KERNELS_NATIVE_KV_CACHE_IMPL_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -25,16 +26,36 @@ struct CacheSide {
 struct KvCache::Impl {
   explicit Impl(const KvCacheConfig& c);
   KvCacheConfig config;
-  Strides strides;  // of the [slot, kv_head, capacity, head_dim] storage
+  // Element strides of the storage: [slot, kv_head, capacity, head_dim] contiguous; paged
+  // {0, head, token} within a block, blocks block_stride apart (PagedLayout).
+  Strides strides;
+  int64_t block_stride = 0;
   std::vector<int64_t> lengths;
   CacheSide k, v;
+  // Paged: each slot's block table, [sequences][max_blocks], and its length.
+  int64_t max_blocks = 0;
+  uint32_t block_shift = 0;
+  std::vector<int32_t> tables;
+  std::vector<int64_t> table_lengths;
 
-  // Binds slots [first, first + count) to a problem and its K and V views: the problem's
-  // batch b reads slot first + b. kv_len is the caller's (every bound slot holds at least that).
-  void Bind(int64_t first, AttentionProblem& problem, ConstTensor& k_view, ConstTensor& v_view) const;
-  // Row offset of (slot, head, token) in elements of one side's storage.
+  bool paged() const { return config.block_size > 0; }
+  // Tokens the slot can hold now: its capacity, or its blocks' tokens.
+  int64_t Room(int64_t slot) const {
+    return paged() ? std::min(config.capacity, table_lengths[size_t(slot)] * config.block_size)
+                   : config.capacity;
+  }
+  // Binds slots [first, first + count) to a problem (its k_codes, v_codes and int_qk): the
+  // problem's batch b reads slot first + b.
+  void Bind(int64_t first, AttentionProblem& problem) const;
+  // Element offset of (slot, head, token) in one side's storage (the token within the room).
   size_t Offset(int64_t slot, int64_t head, int64_t token) const {
-    return size_t(slot * strides.batch + head * strides.head + token * strides.token);
+    int64_t row = token;
+    if (paged()) {
+      const int64_t block = tables[size_t(slot * max_blocks + (token >> block_shift))];
+      row = token & (config.block_size - 1);
+      return size_t(block * block_stride + head * strides.head + row * strides.token);
+    }
+    return size_t(slot * strides.batch + head * strides.head + row * strides.token);
   }
 };
 

@@ -43,7 +43,11 @@ CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
       quant::EncodeRow(format, row, 1.0f, codes.data() + (slice * tokens + j) * dim, size_t(dim));
     }
   });
-  return {codes.data(), ContiguousBHTD(heads, tokens, dim), format == quant::Format::kFp16};
+  CodedKv coded;
+  coded.data = codes.data();
+  coded.strides = ContiguousBHTD(heads, tokens, dim);
+  coded.fp16 = format == quant::Format::kFp16;
+  return coded;
 }
 
 bool QuantizedOperands::NativeFp8(const quant::QuantSpec& spec) const {
@@ -62,6 +66,7 @@ CodedKv QuantizedOperands::EncodeFp8(ConstTensor t, const quant::QuantSpec& spec
   coded.strides = ContiguousBHTD(heads, tokens, shape_.head_dim);
   coded.codes8 = codes.data();
   coded.token_scales = scales.data();
+  coded.scale_strides = ContiguousBHTD(heads, tokens, 1);
   coded.e5m2 = spec.format == quant::Format::kFp8E5M2;
   return coded;
 }
@@ -291,6 +296,7 @@ ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& p
     problem.q_codes.strides = ContiguousBHTD(shape_.heads, shape_.q_len, shape_.head_dim);
     problem.q_codes.codes8 = codes.data();
     problem.q_codes.token_scales = scales.data();
+    problem.q_codes.scale_strides = ContiguousBHTD(shape_.heads, shape_.q_len, 1);
     problem.q_codes.e5m2 = precision_.QuerySpec().format == quant::Format::kFp8E5M2;
     return q;
   }

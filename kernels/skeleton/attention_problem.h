@@ -24,12 +24,25 @@ struct CodedKv {
   bool fp16 = false;  // else bf16
   // Or 8-bit codes (then data is null), one byte an element in the same strides, each token's
   // value decode(code) * token_scale: a scale per token, block or tensor, none per channel.
-  // The scales sit at their rows' indices: token_scales[offset / strides.token] for the row at
-  // element offset `offset` ([batch, kv_heads, kv_len] for dense codes).
+  // Token t's scale is token_scales[b scale_strides.batch + h scale_strides.head +
+  // row(t) scale_strides.token] ({H T, T, 1} for dense [B, H, T] scales).
   const uint8_t* codes8 = nullptr;
   const float* token_scales = nullptr;
+  Strides scale_strides;
   bool e5m2 = false;  // fp8 e5m2, else e4m3 (unless int8)
   bool int8 = false;  // int8 codes (a KvCache's V), not fp8
+  // Or fp32 values a KvCache holds (then data and codes8 are null), read as floats.
+  const float* floats = nullptr;
+  // Paged rows (a KvCache's block pool, docs/design.md §9): token t of batch b lies in block
+  // block_tables[b table_stride + t / 2^block_shift] of the pool, at block_stride elements a
+  // block (scale_block_stride scales) and strides.token (scale_strides.token) a token within
+  // it; strides.batch is then 0. Null: token t is at t strides.token.
+  const int32_t* block_tables = nullptr;
+  size_t table_stride = 0;
+  uint32_t block_shift = 0;
+  size_t block_stride = 0, scale_block_stride = 0;
+
+  bool set() const { return data != nullptr || codes8 != nullptr || floats != nullptr; }
 };
 
 // int8 Q and K with a scale per token: docs/math.md §4's native int8 Q K^T. Q's codes are
@@ -45,8 +58,21 @@ struct IntQk {
   size_t pairs = 0;
   // K rows per (batch, kv head) slice: a KvCache's capacity; 0 means kv_len (dense rows).
   size_t slice_rows = 0;
+  // Paged K (a KvCache's block pool): key j of batch b and kv head h is row
+  // block_tables[b table_stride + j / 2^block_shift] row_strides.batch (a block) +
+  // h row_strides.head + (j % 2^block_shift) row_strides.token, so a key tile's rows are
+  // gathered before the integer products.
+  const int32_t* block_tables = nullptr;
+  size_t table_stride = 0;
+  uint32_t block_shift = 0;
+  Strides row_strides;
   // The row index of key j of slice (batch b, kv head h).
   size_t KeyRow(size_t b, size_t h, size_t kv_heads, size_t kv_len, size_t j) const {
+    if (block_tables != nullptr) {
+      const size_t block = size_t(block_tables[b * table_stride + (j >> block_shift)]);
+      return block * size_t(row_strides.batch) + h * size_t(row_strides.head) +
+             (j & ((size_t(1) << block_shift) - 1)) * size_t(row_strides.token);
+    }
     return (b * kv_heads + h) * (slice_rows != 0 ? slice_rows : kv_len) + j;
   }
 };

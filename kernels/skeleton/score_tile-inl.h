@@ -47,18 +47,18 @@ HWY_INLINE hn::Vec<DF> RowLanes(DF df, const HeadRows& src, size_t t, size_t c) 
   if (src.codes8 != nullptr && src.int8) {
     const hn::Rebind<int8_t, DF> ds8;
     return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(ds8, reinterpret_cast<const int8_t*>(
-                                                               src.codes8 + t * src.token_stride + c))));
+                                                               src.byte_row(t) + c))));
   }
   if (src.codes8 != nullptr) {
     const hn::Rebind<uint8_t, DF> d8;
     const auto code = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
-                                                    hn::LoadU(d8, src.codes8 + t * src.token_stride + c)));
+                                                    hn::LoadU(d8, src.byte_row(t) + c)));
     return src.e5m2 ? qn::DecodeMiniFloat<quant::kE5M2Layout>(df, code)
                     : qn::DecodeMiniFloat<quant::kE4M3Layout>(df, code);
   }
   if (src.codes != nullptr) {
     const hn::Rebind<uint16_t, DF> d16;
-    const auto code = hn::PromoteTo(di, hn::LoadU(d16, src.codes + t * src.token_stride + c));
+    const auto code = hn::PromoteTo(di, hn::LoadU(d16, src.code_row(t) + c));
     return src.fp16 ? qn::DecodeFp16Lanes(df, code) : qn::DecodeMiniFloat<quant::kBf16Layout>(df, code);
   }
   return hn::LoadU(df, src.row(t) + c);
@@ -134,7 +134,7 @@ HWY_INLINE void PackAmxQueryPairs(const AttentionProblem& p, const HeadRows& q, 
   }
   if (p.amx_qk == AmxScores::kFp8) {
     std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
-    for (size_t i = 0; i < nq; ++i) ws.col_scale[i] = q.token_scales[i0 + i] * p.scale;
+    for (size_t i = 0; i < nq; ++i) ws.col_scale[i] = q.scale(i0 + i) * p.scale;
   }
 }
 
@@ -145,16 +145,24 @@ HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_
   const uint16_t* pairs = reinterpret_cast<const uint16_t*>(ws.AmxQueryPairs());
   uint16_t* tail = ws.AmxTail();
   const size_t depth = AmxDepth(p);
-  if (p.amx_qk == AmxScores::kBf16) {
-    native::AmxBf16ScoreTile(k.codes + j0 * k.token_stride, k.token_stride, nk, pairs, kTileQ,
-                             columns, depth, p.scale, out, kTileQ, tail);
+  if (p.amx_qk == AmxScores::kBf16 && k.Contiguous(j0, nk)) {
+    native::AmxBf16ScoreTile(k.code_row(j0), k.token_stride, nk, pairs, kTileQ, columns, depth,
+                             p.scale, out, kTileQ, tail);
     return;
   }
   uint16_t* rows = ws.AmxKeyRows();
+  if (p.amx_qk == AmxScores::kBf16) {  // paged rows across blocks: their codes gathered
+    for (size_t j = 0; j < nk; ++j) CopyBytes(k.code_row(j0 + j), 2 * p.dim, rows + j * depth);
+    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, p.scale, out, kTileQ,
+                             tail);
+    return;
+  }
   for (size_t j = 0; j < nk; ++j) AmxCodeRow(k, j0 + j, p.dim, p.amx_qk, true, rows + j * depth);
   if (p.amx_qk == AmxScores::kFp8) {
-    native::AmxBf16ScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth,
-                                   k.token_scales + j0, ws.col_scale, out, kTileQ, tail);
+    HWY_ALIGN float key_scales[kTileK];
+    for (size_t j = 0; j < nk; ++j) key_scales[j] = k.scale(j0 + j);
+    native::AmxBf16ScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, key_scales,
+                                   ws.col_scale, out, kTileQ, tail);
   } else {
     native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, p.scale, out, kTileQ,
                              tail);
@@ -295,12 +303,12 @@ HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
     }
     const bool scaled = k.codes8 != nullptr;
     auto sums_a = SumsOfFour(d, a0, a1, a2, a3);
-    if (scaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.token_scales[t0]));
+    if (scaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.scale(t0)));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + j * kTileQ + i);
     hn::Store(sums_a, d4, out + j * kTileQ);
     if (!pair) break;
     auto sums_b = SumsOfFour(d, b0, b1, b2, b3);
-    if (scaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.token_scales[t1]));
+    if (scaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.scale(t1)));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + (j + 1) * kTileQ + i);
     hn::Store(sums_b, d4, out + (j + 1) * kTileQ);
   }
@@ -318,6 +326,33 @@ HWY_INLINE void PackFewQueries(const AttentionProblem& p, const HeadRows& q, siz
   }
 }
 
+// The integer products' key rows [j0, j0 + nk) of (b, kv_head): codes dim bytes apart, their
+// sums and scales; in place, or gathered into ws when K is paged (IntQk::block_tables).
+struct IntKeyTile {
+  const int8_t* rows;
+  const int32_t* sums;
+  const float* scales;
+};
+HWY_INLINE IntKeyTile IntKeyRows(const AttentionProblem& p, size_t b, size_t kv_head, size_t j0,
+                                 size_t nk, TileWorkspace& ws) {
+  const IntQk& k = p.int_qk;
+  const bool in_place =
+      k.block_tables == nullptr ||
+      (k.row_strides.token == 1 && (j0 >> k.block_shift) == ((j0 + nk - 1) >> k.block_shift));
+  if (in_place) {  // unpaged, or within one block of a head-major pool
+    const size_t row0 = k.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
+    return {k.k_rows + row0 * p.dim, k.k_sums + row0, k.k_scale + row0};
+  }
+  int8_t* rows = ws.GatheredKeyRows();
+  for (size_t j = 0; j < nk; ++j) {
+    const size_t row = k.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0 + j);
+    CopyBytes(k.k_rows + row * p.dim, p.dim, rows + j * p.dim);
+    ws.key_sums[j] = k.k_sums[row];
+    ws.key_scales[j] = k.k_scale[row];
+  }
+  return {rows, ws.key_sums, ws.key_scales};
+}
+
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
 // q_panel, or in ws by PackQueries on the integer and AMX paths), key-major with row stride kTileQ.
 // On the AMX path up to 15 rows past nk are written too (the tile's buffer has them).
@@ -329,28 +364,28 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
     return;
   }
   if (p.amx_qk8) {
-    const size_t row0 = p.int_qk.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
-    native::AmxInt8ScoreTile(p.int_qk.k_rows + row0 * p.dim, p.dim, nk,
+    const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
+    native::AmxInt8ScoreTile(keys.rows, p.dim, nk,
                              reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, columns,
-                             p.dim, p.int_qk.k_scale + row0, ws.col_scale, out, kTileQ,
+                             p.dim, keys.scales, ws.col_scale, out, kTileQ,
                              reinterpret_cast<int8_t*>(ws.key_rows.get()));
     return;
   }
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
   if (QuadScores(p)) {
-    const size_t row0 = p.int_qk.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
-    QuadMatMul<false>({p.int_qk.k_rows + row0 * p.dim, p.dim / 4, 1, p.int_qk.k_sums + row0,
-                       p.int_qk.k_scale + row0},
+    const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
+    QuadMatMul<false>({keys.rows, p.dim / 4, 1, keys.sums, keys.scales},
                       {reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, ws.col_scale},
                       {out, kTileQ}, nk, columns, p.dim / 4);
     return;
   }
 #endif
   if (p.int_qk.k_rows != nullptr) {  // the int16 pair tile, on this key tile's widened rows
-    const size_t pairs = p.int_qk.pairs, row0 = p.int_qk.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
+    const size_t pairs = p.int_qk.pairs;
+    const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
     int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
-    WidenKeyRows(p.int_qk.k_rows + row0 * p.dim, nk, p.dim, pairs, words);
-    IntMatMul({words, pairs, 1, p.int_qk.k_scale + row0},
+    WidenKeyRows(keys.rows, nk, p.dim, pairs, words);
+    IntMatMul({words, pairs, 1, keys.scales},
               {ws.int_panel.get(), kTileQ, ws.col_scale}, {out, kTileQ}, nk, columns, pairs);
     return;
   }

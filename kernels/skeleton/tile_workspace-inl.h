@@ -49,10 +49,35 @@ struct HeadRows {
   bool fp16 = false;
   const uint8_t* codes8 = nullptr;  // or 8-bit codes, with a scale per token
   const float* token_scales = nullptr;
+  size_t scale_stride = 1;  // between rows' scales
   bool e5m2 = false;
   bool int8 = false;  // codes8 are int8 codes, not fp8
-  const float* row(size_t t) const { return data + t * token_stride; }
+  // Paged (CodedKv::block_tables): this batch's block table, blocks of 2^block_shift tokens
+  // block_stride elements (scale_block_stride scales) apart.
+  const int32_t* block_table = nullptr;
+  uint32_t block_shift = 0;
+  size_t block_stride = 0, scale_block_stride = 0;
+
+  // Where token t's row (its scale) lies, in elements (scales) from the head's first.
+  size_t RowOffset(size_t t) const {
+    if (block_table == nullptr) return t * token_stride;
+    return size_t(block_table[t >> block_shift]) * block_stride +
+           (t & ((size_t(1) << block_shift) - 1)) * token_stride;
+  }
+  size_t ScaleOffset(size_t t) const {
+    if (block_table == nullptr) return t * scale_stride;
+    return size_t(block_table[t >> block_shift]) * scale_block_stride +
+           (t & ((size_t(1) << block_shift) - 1)) * scale_stride;
+  }
+  const float* row(size_t t) const { return data + RowOffset(t); }
+  const uint16_t* code_row(size_t t) const { return codes + RowOffset(t); }
+  const uint8_t* byte_row(size_t t) const { return codes8 + RowOffset(t); }
+  float scale(size_t t) const { return token_scales[ScaleOffset(t)]; }
   bool coded() const { return codes != nullptr || codes8 != nullptr; }
+  // Whether rows [first, first + n) are token_stride apart (a tile can be read in place).
+  bool Contiguous(size_t first, size_t n) const {
+    return block_table == nullptr || n == 0 || (first >> block_shift) == ((first + n - 1) >> block_shift);
+  }
 };
 HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
   return {t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head),
@@ -61,18 +86,42 @@ HWY_INLINE HeadRows RowsOf(const ConstTensor& t, size_t b, size_t h) {
 // Rows of a head (K, V, or Q with fp8 codes): from the codes when the problem holds them, else
 // from t.
 HWY_INLINE HeadRows CodedRowsOf(const ConstTensor& t, const CodedKv& coded, size_t b, size_t h) {
+  if (!coded.set()) return RowsOf(t, b, h);
   const size_t offset = b * size_t(coded.strides.batch) + h * size_t(coded.strides.head);
-  if (coded.codes8 != nullptr) {  // dense codes: a token's scale sits at its row's index
-    HeadRows rows{nullptr, size_t(coded.strides.token)};
+  HeadRows rows{nullptr, size_t(coded.strides.token)};
+  if (coded.block_tables != nullptr) {
+    rows.block_table = coded.block_tables + b * coded.table_stride;
+    rows.block_shift = coded.block_shift;
+    rows.block_stride = coded.block_stride;
+    rows.scale_block_stride = coded.scale_block_stride;
+  }
+  if (coded.codes8 != nullptr) {
     rows.codes8 = coded.codes8 + offset;
-    rows.token_scales = coded.token_scales + offset / size_t(coded.strides.token);
+    const Strides& s = coded.scale_strides;
+    rows.token_scales = coded.token_scales + b * size_t(s.batch) + h * size_t(s.head);
+    rows.scale_stride = size_t(s.token);
     rows.e5m2 = coded.e5m2;
     rows.int8 = coded.int8;
-    return rows;
+  } else if (coded.data != nullptr) {
+    rows.codes = coded.data + offset;
+    rows.fp16 = coded.fp16;
+  } else {
+    rows.data = coded.floats + offset;
   }
-  if (coded.data == nullptr) return RowsOf(t, b, h);
-  return {nullptr, size_t(coded.strides.token), coded.data + offset, coded.fp16};
+  return rows;
 }
+// bytes bytes from src to dst in whole vectors and a scalar tail: a gathered row (a paged
+// tile's), short enough that a call to memcpy would cost more than the copy.
+HWY_INLINE void CopyBytes(const void* HWY_RESTRICT src, size_t bytes, void* HWY_RESTRICT dst) {
+  const hn::ScalableTag<uint8_t> d;
+  const size_t N = hn::Lanes(d);
+  const uint8_t* from = static_cast<const uint8_t*>(src);
+  uint8_t* to = static_cast<uint8_t*>(dst);
+  size_t i = 0;
+  for (; i + N <= bytes; i += N) hn::StoreU(hn::LoadU(d, from + i), d, to + i);
+  for (; i < bytes; ++i) to[i] = from[i];
+}
+
 HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
   return t.data + b * size_t(t.strides.batch) + h * size_t(t.strides.head) +
          token * size_t(t.strides.token);
@@ -147,6 +196,16 @@ struct TileWorkspace {
     return amx_codes.get();
   }
   hwy::AlignedFreeUniquePtr<uint16_t[]> amx_codes;
+
+  // A paged int8 K tile's rows, sums and scales gathered for the integer products
+  // (score_tile-inl.h's IntKeyRows); the rows allocated on first use.
+  int8_t* GatheredKeyRows() {
+    if (!gathered_keys) gathered_keys = hwy::AllocateAligned<int8_t>(kTileK * kMaxHeadDim);
+    return gathered_keys.get();
+  }
+  hwy::AlignedFreeUniquePtr<int8_t[]> gathered_keys;
+  HWY_ALIGN int32_t key_sums[kTileK];
+  HWY_ALIGN float key_scales[kTileK];
 };
 
 // A packed row's factor: `factor`, divided by max(||row||, 1e-12) with unit_rows.
@@ -188,8 +247,8 @@ HWY_INLINE void DecodeByteRows(const HeadRows& src, size_t first, size_t n, size
   const hn::Rebind<uint8_t, decltype(df)> d8;
   const size_t N = hn::Lanes(df);
   for (size_t i = 0; i < n; ++i) {
-    const uint8_t* codes = src.codes8 + (first + i) * src.token_stride;
-    const float scale = src.token_scales[first + i];
+    const uint8_t* codes = src.byte_row(first + i);
+    const float scale = src.scale(first + i);
     const auto vscale = hn::Set(df, scale);
     float* row = out + i * out_stride;
     size_t c = 0;
@@ -229,7 +288,7 @@ HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t d
   const hn::Rebind<hwy::bfloat16_t, decltype(df)> db;
   const size_t N = hn::Lanes(df);
   for (size_t i = 0; i < n; ++i) {
-    const uint16_t* codes = src.codes + (first + i) * src.token_stride;
+    const uint16_t* codes = src.code_row(first + i);
     float* row = out + i * out_stride;
     size_t c = 0;
     if (src.fp16) {
@@ -254,10 +313,15 @@ HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t d
   }
 }
 
-// Key rows [first, first + n) as a score product's left operand: in place, or decoded.
+// Key rows [first, first + n) as a score product's left operand: in place, or decoded (or
+// gathered, when paged rows cross a block).
 HWY_INLINE LhsView KeyTile(const HeadRows& k, size_t first, size_t n, size_t dim,
                            float* HWY_RESTRICT scratch) {
-  if (!k.coded()) return {k.row(first), k.token_stride, 1};
+  if (!k.coded() && k.Contiguous(first, n)) return {k.row(first), k.token_stride, 1};
+  if (!k.coded()) {
+    for (size_t i = 0; i < n; ++i) std::copy_n(k.row(first + i), dim, scratch + i * dim);
+    return {scratch, dim, 1};
+  }
   DecodeRows(k, first, n, dim, dim, scratch);
   return {scratch, dim, 1};
 }
@@ -568,7 +632,7 @@ HWY_INLINE RhsView DimRows(const HeadRows& src, size_t first, size_t n, size_t d
     DecodeRows(src, first, n, dim, padded_dim, scratch);
     return {scratch, padded_dim};
   }
-  if (dim == padded_dim) return {src.row(first), src.token_stride};
+  if (dim == padded_dim && src.Contiguous(first, n)) return {src.row(first), src.token_stride};
   for (size_t i = 0; i < n; ++i) {
     const float* row = src.row(first + i);
     std::copy(row, row + dim, scratch + i * padded_dim);

@@ -45,6 +45,42 @@ KvCacheConfig Config(const FormatPair& f, int64_t sequences, int64_t kv_heads, i
   return {sequences, kv_heads, dim, capacity, f.k, f.v};
 }
 
+// The contiguous layout, or a paged one with blocks of block_size tokens.
+struct CacheLayout {
+  int64_t block_size = 0;
+  PagedLayout layout = PagedLayout::kHeadMajor;
+  std::string Name() const {
+    if (block_size == 0) return " contiguous";
+    return std::string(layout == PagedLayout::kHeadMajor ? " head-major" : " token-major") +
+           " paged " + std::to_string(block_size);
+  }
+};
+const CacheLayout kLayouts[] = {{0},
+                                {16, PagedLayout::kHeadMajor},
+                                {64, PagedLayout::kHeadMajor},
+                                {16, PagedLayout::kTokenMajor},
+                                {128, PagedLayout::kTokenMajor}};
+
+// A cache of the layout; a paged one gets a pool with a block to spare per slot and tables
+// that scatter each slot's blocks over the pool (slots interleaved, each one's blocks in
+// reverse order), so that no two consecutive blocks of a sequence are neighbours.
+KvCache MakeCache(const FormatPair& f, int64_t sequences, int64_t kv_heads, int64_t dim,
+                  int64_t capacity, const CacheLayout& layout) {
+  KvCacheConfig config = Config(f, sequences, kv_heads, dim, capacity);
+  if (layout.block_size == 0) return KvCache(config);
+  const int64_t per_slot = (capacity + layout.block_size - 1) / layout.block_size;
+  config.block_size = layout.block_size;
+  config.blocks = sequences * (per_slot + 1);
+  config.layout = layout.layout;
+  KvCache cache(config);
+  for (int64_t s = 0; s < sequences; ++s) {
+    std::vector<int32_t> table;
+    for (int64_t i = per_slot - 1; i >= 0; --i) table.push_back(int32_t(i * sequences + s));
+    cache.SetBlockTable(s, table.data(), per_slot);
+  }
+  return cache;
+}
+
 // One sequence's K or V, [1, kv_heads, tokens, dim].
 OwnedTensor Tokens(int64_t kv_heads, int64_t tokens, int64_t dim, uint32_t seed) {
   OwnedTensor t(1, kv_heads, tokens, dim, Layout::kBHTD);
@@ -86,13 +122,20 @@ TEST(KvCache, ReadsBackWhatTheInCallQuantizerMakes) {
   for (const FormatPair& f : kFormats) {
     const int64_t kv_heads = 3, dim = 40, tokens = 53;
     KvCache cache(Config(f, 2, kv_heads, dim, 64));
+    KvCache paged = MakeCache(f, 2, kv_heads, dim, 64, {16, PagedLayout::kTokenMajor});
     const OwnedTensor k = Tokens(kv_heads, tokens, dim, 1), v = Tokens(kv_heads, tokens, dim, 2);
     AppendInChunks(cache, 1, k, v);
+    AppendInChunks(paged, 1, k, v);
     EXPECT_EQ(cache.Length(1), tokens) << Name(f);
     EXPECT_EQ(cache.Length(0), 0) << Name(f);
     OwnedTensor k_read(1, kv_heads, tokens, dim, Layout::kBTHD);
     OwnedTensor v_read(1, kv_heads, tokens, dim, Layout::kBTHD);
     cache.Read(1, 0, tokens, k_read.view(), v_read.view());
+    OwnedTensor k_paged(1, kv_heads, tokens, dim, Layout::kBTHD);
+    OwnedTensor v_paged(1, kv_heads, tokens, dim, Layout::kBTHD);
+    paged.Read(1, 0, tokens, k_paged.view(), v_paged.view());
+    EXPECT_EQ(k_paged.storage, k_read.storage) << Name(f);
+    EXPECT_EQ(v_paged.storage, v_read.storage) << Name(f);
     const std::vector<float> k_want = Dequantized(k, f.k), v_want = Dequantized(v, f.v);
     for (int64_t h = 0; h < kv_heads; ++h) {
       for (int64_t t = 0; t < tokens; ++t) {
@@ -113,22 +156,29 @@ TEST(KvCache, ReadsBackWhatTheInCallQuantizerMakes) {
 
 // A ragged batch: slots of different lengths named out of order, two consecutive slots of one
 // length (one kernel call), GQA, sinks, a head dimension on and one off the native tiles, q_len
-// 1 and 3. Each sequence must match the in-call kernel on its own K and V with the same
-// precision, and the fp64 reference.
+// 1 and 3, contiguous and paged. Each sequence must match the in-call kernel on its own K and
+// V with the same precision, and the fp64 reference.
 TEST(KvCache, RaggedForwardMatchesTheInCallKernelAndTheReference) {
   const int64_t kLengths[] = {1700, 1700, 77, 2100};
   const int64_t kCall[] = {0, 1, 3, 2};
   for (const FormatPair& f : kFormats) {
     for (const auto& [q_len, dim] : {std::pair<int64_t, int64_t>{1, 64}, {3, 80}}) {
       const int64_t heads = 8, kv_heads = 2, batch = 4;
-      KvCache cache(Config(f, 4, kv_heads, dim, 2200));
+      // Each slot's sequence (one sink array for all), its in-call output and its reference.
       std::vector<AttentionCase> cases;
+      std::vector<KernelOutputs> in_call;
+      std::vector<ReferenceForwardResult> refs;
       for (int64_t s = 0; s < 4; ++s) {
         cases.emplace_back(AttentionShape{1, heads, kv_heads, q_len, kLengths[s], dim}, true,
                            SinkMode::kLearned, Layout::kBHTD, uint32_t(11 + s));
-        AppendInChunks(cache, s, cases.back().k, cases.back().v);
+        AttentionCase& c = cases.back();
+        c.sink_logits = cases[0].sink_logits;
+        c.options.sink_logits = c.sink_logits.data();
+        c.options.precision = InCallPrecision(f);
+        in_call.push_back(c.Run(false));
+        refs.push_back(c.ReferenceForward());
       }
-      // The call's Q: sequence b is slot kCall[b]'s case's Q; one sink array for all.
+      // The call's Q: sequence b is slot kCall[b]'s case's Q.
       OwnedTensor q(batch, heads, q_len, dim, Layout::kBTHD);
       for (int64_t b = 0; b < batch; ++b) {
         const OwnedTensor& src = cases[size_t(kCall[b])].q;
@@ -136,33 +186,28 @@ TEST(KvCache, RaggedForwardMatchesTheInCallKernelAndTheReference) {
           for (int64_t t = 0; t < q_len; ++t)
             for (int64_t c = 0; c < dim; ++c) q.at(b, h, t, c) = src.at(0, h, t, c);
       }
-      const std::vector<float>& sinks = cases[0].sink_logits;
-      for (AttentionCase& c : cases) {
-        c.sink_logits = sinks;
-        c.options.sink_logits = c.sink_logits.data();
-        c.options.precision = InCallPrecision(f);
-      }
-      AttentionOptions options = cases[0].options;
       const AttentionShape shape{batch, heads, kv_heads, q_len, 1, dim};
-      OwnedTensor o(batch, heads, q_len, dim, Layout::kBTHD);
-      std::vector<float> lse(size_t(batch * heads * q_len));
-      ExactForward(shape, options, q.cview(), cache, o.view(), lse.data(), kCall);
-      for (int64_t b = 0; b < batch; ++b) {
-        const AttentionCase& c = cases[size_t(kCall[b])];
-        const std::string what = Name(f) + " q_len " + std::to_string(q_len) + " sequence " +
-                                 std::to_string(kCall[b]);
-        const KernelOutputs in_call = c.Run(false);
-        const ReferenceForwardResult ref = c.ReferenceForward();
-        std::vector<double> got, got_lse;
-        for (int64_t h = 0; h < heads; ++h) {
-          for (int64_t t = 0; t < q_len; ++t) {
-            got_lse.push_back(lse[size_t((b * heads + h) * q_len + t)]);
-            for (int64_t d = 0; d < dim; ++d) got.push_back(o.at(b, h, t, d));
+      for (const CacheLayout& layout : kLayouts) {
+        KvCache cache = MakeCache(f, 4, kv_heads, dim, 2200, layout);
+        for (int64_t s = 0; s < 4; ++s) AppendInChunks(cache, s, cases[size_t(s)].k, cases[size_t(s)].v);
+        OwnedTensor o(batch, heads, q_len, dim, Layout::kBTHD);
+        std::vector<float> lse(size_t(batch * heads * q_len));
+        ExactForward(shape, cases[0].options, q.cview(), cache, o.view(), lse.data(), kCall);
+        for (int64_t b = 0; b < batch; ++b) {
+          const size_t s = size_t(kCall[b]);
+          const std::string what = Name(f) + layout.Name() + " q_len " + std::to_string(q_len) +
+                                   " sequence " + std::to_string(s);
+          std::vector<double> got, got_lse;
+          for (int64_t h = 0; h < heads; ++h) {
+            for (int64_t t = 0; t < q_len; ++t) {
+              got_lse.push_back(lse[size_t((b * heads + h) * q_len + t)]);
+              for (int64_t d = 0; d < dim; ++d) got.push_back(o.at(b, h, t, d));
+            }
           }
+          EXPECT_LE(ScaledMaxError(got, in_call[s].o.Dense()), 1e-6) << what;
+          EXPECT_LE(ScaledMaxError(got, refs[s].o), 1e-6) << what;
+          EXPECT_LE(ScaledMaxError(got_lse, refs[s].lse), 1e-5) << what;
         }
-        EXPECT_LE(ScaledMaxError(got, in_call.o.Dense()), 1e-6) << what;
-        EXPECT_LE(ScaledMaxError(got, ref.o), 1e-6) << what;
-        EXPECT_LE(ScaledMaxError(got_lse, ref.lse), 1e-5) << what;
       }
     }
   }
@@ -205,6 +250,103 @@ TEST(KvCache, DecodeStepsMatchTheFullCausalForward) {
     const std::vector<float> expected = Dequantized(other, f.k);
     EXPECT_EQ(back.storage, expected) << Name(f);
   }
+}
+
+// A fork shares its parent's prefix blocks: sequence 1 names sequence 0's first two blocks and
+// their 64 tokens, then appends its own tokens into a block of its own. Its forward is the
+// in-call forward over the parent's prefix and its own suffix; the parent is unchanged.
+TEST(KvCache, ForkedSequencesShareTheirPrefixBlocks) {
+  for (const FormatPair& f : {kFormats[0], kFormats[3], kFormats[4]}) {
+    const int64_t heads = 4, kv_heads = 2, dim = 64, block = 32, prefix = 64, parent = 100;
+    const int64_t suffix = 30, total = prefix + suffix;
+    KvCacheConfig config = Config(f, 2, kv_heads, dim, 256);
+    config.block_size = block;
+    config.blocks = 8;
+    KvCache cache(config);
+    const int32_t parent_blocks[] = {5, 2, 7, 0};
+    cache.SetBlockTable(0, parent_blocks, 4);
+    const OwnedTensor k0 = Tokens(kv_heads, parent, dim, 21), v0 = Tokens(kv_heads, parent, dim, 22);
+    AppendInChunks(cache, 0, k0, v0);
+    const int32_t child_blocks[] = {5, 2, 3};  // the prefix's blocks, then its own
+    cache.SetBlockTable(1, child_blocks, 3, prefix);
+    EXPECT_EQ(cache.Length(1), prefix);
+    const OwnedTensor k1 = Tokens(kv_heads, suffix, dim, 23), v1 = Tokens(kv_heads, suffix, dim, 24);
+    AppendRange(cache, 1, k1, v1, 0, suffix);
+
+    // The child's whole K and V, for the in-call forward.
+    AttentionCase want({1, heads, kv_heads, 2, total, dim}, true, SinkMode::kNone, Layout::kBHTD, 9);
+    want.options.precision = InCallPrecision(f);
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      for (int64_t t = 0; t < total; ++t) {
+        for (int64_t c = 0; c < dim; ++c) {
+          want.k.at(0, h, t, c) = t < prefix ? k0.at(0, h, t, c) : k1.at(0, h, t - prefix, c);
+          want.v.at(0, h, t, c) = t < prefix ? v0.at(0, h, t, c) : v1.at(0, h, t - prefix, c);
+        }
+      }
+    }
+    const KernelOutputs in_call = want.Run(false);
+    OwnedTensor o(1, heads, 2, dim, Layout::kBHTD);
+    std::vector<float> lse(static_cast<size_t>(heads * 2), 0.0f);
+    const int64_t child = 1;
+    ExactForward(want.shape, want.options, want.q.cview(), cache, o.view(), lse.data(), &child);
+    EXPECT_LE(ScaledMaxError(o.Dense(), in_call.o.Dense()), 1e-6) << Name(f);
+    // The parent still reads its own 100 tokens.
+    OwnedTensor k_back(1, kv_heads, parent, dim, Layout::kBHTD);
+    cache.Read(0, 0, parent, k_back.view(), {});
+    EXPECT_EQ(k_back.storage, Dequantized(k0, f.k)) << Name(f);
+  }
+}
+
+TEST(KvCache, RejectsBadBlockTablesAndChangesNothing) {
+  const FormatPair f{Format::kBf16, Format::kBf16};
+  KvCacheConfig config = Config(f, 2, 1, 8, 64);
+  EXPECT_THROW(KvCache(Config(f, 2, 1, 8, 64)).SetBlockTable(0, nullptr, 0),
+               std::invalid_argument);  // contiguous
+  for (const int64_t bad : {-16, 3, 48, 2048}) {
+    config.block_size = bad;
+    config.blocks = 4;
+    EXPECT_THROW(KvCache{config}, std::invalid_argument) << "block_size " << bad;
+  }
+  config.block_size = 16;
+  config.blocks = 0;
+  EXPECT_THROW(KvCache{config}, std::invalid_argument);
+  config.blocks = 6;
+  KvCache cache(config);
+  const int32_t table[] = {4, 1};
+  cache.SetBlockTable(0, table, 2);
+  const OwnedTensor k = Tokens(1, 40, 8, 5);
+  EXPECT_THROW(AppendRange(cache, 0, k, k, 0, 33), std::invalid_argument);  // 2 blocks: 32
+  EXPECT_EQ(cache.Length(0), 0);
+  AppendRange(cache, 0, k, k, 0, 20);
+  const auto table_is = [&](std::vector<int32_t> want, const char* what) {
+    int64_t count = 0;
+    const int32_t* got = cache.BlockTable(0, &count);
+    EXPECT_EQ(std::vector<int32_t>(got, got + count), want) << what;
+    EXPECT_EQ(cache.Length(0), 20) << what;
+  };
+  const int32_t out_of_range[] = {4, 6}, negative[] = {-1, 4}, twice[] = {4, 1, 4};
+  const int32_t too_many[] = {0, 1, 2, 3, 5};
+  EXPECT_THROW(cache.SetBlockTable(0, out_of_range, 2), std::invalid_argument);
+  table_is({4, 1}, "out of range");
+  EXPECT_THROW(cache.SetBlockTable(0, negative, 2), std::invalid_argument);
+  EXPECT_THROW(cache.SetBlockTable(0, twice, 3), std::invalid_argument);
+  table_is({4, 1}, "repeated");
+  EXPECT_THROW(cache.SetBlockTable(0, too_many, 5), std::invalid_argument);  // 64 / 16 = 4
+  EXPECT_THROW(cache.SetBlockTable(0, table, 1), std::invalid_argument);  // 20 tokens > 16
+  EXPECT_THROW(cache.SetBlockTable(0, table, 2, 33), std::invalid_argument);
+  EXPECT_THROW(cache.SetBlockTable(0, nullptr, 2), std::invalid_argument);
+  table_is({4, 1}, "too small");
+  // Sharing across slots is allowed; so is growing a table, keeping what its blocks hold.
+  cache.SetBlockTable(1, table, 2, 16);
+  const int32_t grown[] = {4, 1, 0};
+  cache.SetBlockTable(0, grown, 3);
+  table_is({4, 1, 0}, "grown");
+  OwnedTensor back(1, 1, 20, 8, Layout::kBHTD);
+  cache.Read(0, 0, 20, back.view(), {});
+  OwnedTensor first(1, 1, 20, 8, Layout::kBHTD);
+  for (int64_t t = 0; t < 20; ++t)
+    for (int64_t c = 0; c < 8; ++c) first.at(0, 0, t, c) = k.at(0, 0, t, c);
+  EXPECT_EQ(back.storage, Dequantized(first, f.k));
 }
 
 TEST(KvCache, RejectsBadCallsAndChangesNothing) {
@@ -253,9 +395,9 @@ TEST(KvCache, RejectsBadCallsAndChangesNothing) {
     for (float x : o.storage) ASSERT_EQ(x, 7.0f) << what;
     for (float x : lse) ASSERT_EQ(x, 7.0f) << what;
   };
-  AttentionOptions fp32 = options;
-  fp32.precision = Precision{};
-  rejected(shape, fp32, nullptr, lse.data(), "precision other than the cache's");
+  AttentionOptions other = options;
+  other.precision = ParsePrecision("qk=int8,pv=bf16");
+  rejected(shape, other, nullptr, lse.data(), "formats other than the cache's");
   AttentionShape heads = shape;
   heads.kv_heads = 1;
   rejected(heads, options, nullptr, lse.data(), "kv_heads");
@@ -268,6 +410,11 @@ TEST(KvCache, RejectsBadCallsAndChangesNothing) {
   rejected(shape, options, nullptr, nullptr, "null lse");
   ExactForward(shape, options, q.cview(), cache, o.view(), lse.data());
   EXPECT_NE(lse[0], 7.0f);
+  // The default precision means the cache's formats: the same outputs.
+  OwnedTensor o_default(1, 4, 1, dim, Layout::kBHTD);
+  std::vector<float> lse_default(4);
+  ExactForward(shape, AttentionOptions{}, q.cview(), cache, o_default.view(), lse_default.data());
+  EXPECT_EQ(o_default.storage, o.storage);
 }
 
 }  // namespace
