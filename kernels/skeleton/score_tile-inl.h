@@ -38,30 +38,58 @@ HWY_INLINE size_t AmxDepth(const AttentionProblem& p) {
   return p.amx_qk == AmxScores::kFp16 ? 4 * p.dim : p.dim;
 }
 
-// Lanes [c, c + N) of row t as fp32 values: the float rows, or the codes decoded (8-bit codes
-// without their token's scale).
-template <class DF>
-HWY_INLINE hn::Vec<DF> RowLanes(DF df, const HeadRows& src, size_t t, size_t c) {
+// How a head's rows are held, for loops that resolve it once: floats, or codes of a format.
+enum class RowKind { kFloat, kBf16, kFp16, kE4M3, kE5M2, kInt8 };
+HWY_INLINE RowKind KindOf(const HeadRows& src) {
+  if (src.codes8 != nullptr) return src.int8 ? RowKind::kInt8 : src.e5m2 ? RowKind::kE5M2 : RowKind::kE4M3;
+  if (src.codes != nullptr) return src.fp16 ? RowKind::kFp16 : RowKind::kBf16;
+  return RowKind::kFloat;
+}
+// Where row t of src starts (its floats or its codes).
+HWY_INLINE const void* RowAddress(const HeadRows& src, size_t t) {
+  if (src.codes8 != nullptr) return src.byte_row(t);
+  if (src.codes != nullptr) return src.code_row(t);
+  return src.row(t);
+}
+
+// Lanes [c, c + N) of a row of kind kKind at `row` as fp32 values: the floats, or the codes
+// decoded (8-bit codes without their token's scale).
+template <RowKind kKind, class DF>
+HWY_INLINE hn::Vec<DF> LanesAt(DF df, const void* row, size_t c) {
   namespace qn = quant::HWY_NAMESPACE;
   const hn::RebindToSigned<DF> di;
-  if (src.codes8 != nullptr && src.int8) {
+  if constexpr (kKind == RowKind::kInt8) {
     const hn::Rebind<int8_t, DF> ds8;
-    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(ds8, reinterpret_cast<const int8_t*>(
-                                                               src.byte_row(t) + c))));
-  }
-  if (src.codes8 != nullptr) {
+    return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(ds8, static_cast<const int8_t*>(row) + c)));
+  } else if constexpr (kKind == RowKind::kE4M3 || kKind == RowKind::kE5M2) {
     const hn::Rebind<uint8_t, DF> d8;
     const auto code = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
-                                                    hn::LoadU(d8, src.byte_row(t) + c)));
-    return src.e5m2 ? qn::DecodeMiniFloat<quant::kE5M2Layout>(df, code)
-                    : qn::DecodeMiniFloat<quant::kE4M3Layout>(df, code);
-  }
-  if (src.codes != nullptr) {
+                                                    hn::LoadU(d8, static_cast<const uint8_t*>(row) + c)));
+    if constexpr (kKind == RowKind::kE5M2) return qn::DecodeMiniFloat<quant::kE5M2Layout>(df, code);
+    return qn::DecodeMiniFloat<quant::kE4M3Layout>(df, code);
+  } else if constexpr (kKind == RowKind::kBf16 || kKind == RowKind::kFp16) {
     const hn::Rebind<uint16_t, DF> d16;
-    const auto code = hn::PromoteTo(di, hn::LoadU(d16, src.code_row(t) + c));
-    return src.fp16 ? qn::DecodeFp16Lanes(df, code) : qn::DecodeMiniFloat<quant::kBf16Layout>(df, code);
+    const auto code = hn::PromoteTo(di, hn::LoadU(d16, static_cast<const uint16_t*>(row) + c));
+    if constexpr (kKind == RowKind::kFp16) return qn::DecodeFp16Lanes(df, code);
+    return qn::DecodeMiniFloat<quant::kBf16Layout>(df, code);
+  } else {
+    return hn::LoadU(df, static_cast<const float*>(row) + c);
   }
-  return hn::LoadU(df, src.row(t) + c);
+}
+
+// Lanes [c, c + N) of row t as fp32 values (LanesAt, src's kind found per call).
+template <class DF>
+HWY_INLINE hn::Vec<DF> RowLanes(DF df, const HeadRows& src, size_t t, size_t c) {
+  const void* row = RowAddress(src, t);
+  switch (KindOf(src)) {
+    case RowKind::kBf16: return LanesAt<RowKind::kBf16>(df, row, c);
+    case RowKind::kFp16: return LanesAt<RowKind::kFp16>(df, row, c);
+    case RowKind::kE4M3: return LanesAt<RowKind::kE4M3>(df, row, c);
+    case RowKind::kE5M2: return LanesAt<RowKind::kE5M2>(df, row, c);
+    case RowKind::kInt8: return LanesAt<RowKind::kInt8>(df, row, c);
+    case RowKind::kFloat: break;
+  }
+  return LanesAt<RowKind::kFloat>(df, row, c);
 }
 
 // The bf16 code of each lane, whose value must be a bf16 exactly: the upper half of its bits.
@@ -275,21 +303,25 @@ HWY_INLINE hn::Vec<hn::CappedTag<float, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Ve
 }
 
 // S^T[j][i] = k_j . q_i for keys j0 .. j0 + nk against 4 query rows (`dim` apart, scaled,
-// zero past nq), two keys at a time, each key row read where it lies: floats, or codes decoded
-// in registers (RowLanes; an 8-bit row's token scale then multiplies its sums). Lanes
-// 4..columns of each key's row are zero.
-HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
-                               const float* HWY_RESTRICT q, size_t dim, size_t columns,
-                               float* HWY_RESTRICT out) {
+// zero past nq), two keys at a time, each key row read where it lies: floats, or codes of
+// kind kKind decoded in registers (LanesAt; an 8-bit row's token scale then multiplies its
+// sums). Lanes 4..columns of each key's row are zero.
+template <RowKind kKind>
+HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
+                                 const float* HWY_RESTRICT q, size_t dim, size_t columns,
+                                 float* HWY_RESTRICT out) {
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 4> d4;
   const size_t N = hn::Lanes(d);
+  constexpr bool kScaled = kKind == RowKind::kE4M3 || kKind == RowKind::kE5M2 || kKind == RowKind::kInt8;
   for (size_t j = 0; j < nk; j += 2) {
     const bool pair = j + 1 < nk;
     const size_t t0 = j0 + j, t1 = pair ? t0 + 1 : t0;
+    const void* row0 = RowAddress(k, t0);
+    const void* row1 = RowAddress(k, t1);
     auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (size_t c = 0; c < dim; c += N) {
-      const auto x = RowLanes(d, k, t0, c), y = RowLanes(d, k, t1, c);
+      const auto x = LanesAt<kKind>(d, row0, c), y = LanesAt<kKind>(d, row1, c);
       const auto q0 = hn::Load(d, q + c), q1 = hn::Load(d, q + dim + c);
       const auto q2 = hn::Load(d, q + 2 * dim + c), q3 = hn::Load(d, q + 3 * dim + c);
       a0 = hn::MulAdd(x, q0, a0);
@@ -301,17 +333,29 @@ HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
       b2 = hn::MulAdd(y, q2, b2);
       b3 = hn::MulAdd(y, q3, b3);
     }
-    const bool scaled = k.codes8 != nullptr;
     auto sums_a = SumsOfFour(d, a0, a1, a2, a3);
-    if (scaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.scale(t0)));
+    if constexpr (kScaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.scale(t0)));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + j * kTileQ + i);
     hn::Store(sums_a, d4, out + j * kTileQ);
     if (!pair) break;
     auto sums_b = SumsOfFour(d, b0, b1, b2, b3);
-    if (scaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.scale(t1)));
+    if constexpr (kScaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.scale(t1)));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + (j + 1) * kTileQ + i);
     hn::Store(sums_b, d4, out + (j + 1) * kTileQ);
   }
+}
+HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
+                               const float* HWY_RESTRICT q, size_t dim, size_t columns,
+                               float* HWY_RESTRICT out) {
+  switch (KindOf(k)) {
+    case RowKind::kBf16: return FewQueryScoresOf<RowKind::kBf16>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kFp16: return FewQueryScoresOf<RowKind::kFp16>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kE4M3: return FewQueryScoresOf<RowKind::kE4M3>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kE5M2: return FewQueryScoresOf<RowKind::kE5M2>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kInt8: return FewQueryScoresOf<RowKind::kInt8>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kFloat: break;
+  }
+  FewQueryScoresOf<RowKind::kFloat>(k, j0, nk, q, dim, columns, out);
 }
 
 // The 4 query rows of FewQueryScores, each scaled exactly as PackTransposed scales it, zero
