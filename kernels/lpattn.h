@@ -175,6 +175,77 @@ LPATTN_C_API lpattn_status lpattn_tda_backward(
     const float* lambda_param, lpattn_tensor dq1, lpattn_tensor dk1, lpattn_tensor dq2,
     lpattn_tensor dk2, lpattn_tensor dv, float* d_lambda, float* d_beta);
 
+/* ---- The KV cache (kernels/kv_cache.h, docs/design.md §9) ------------------------------
+ * An engine's K and V between decode steps: `sequences` slots of up to `capacity` tokens each,
+ * K and V each in one format, the 8-bit formats one byte an element with a scale per token.
+ * Contiguous by default; paged (a pool of `blocks` blocks of block_size tokens that slots use
+ * through block tables) when block_size > 0. Calls on distinct slots may run concurrently;
+ * calls that modify a slot must not overlap other calls on that slot. */
+typedef struct lpattn_kv_cache lpattn_kv_cache;
+
+typedef enum lpattn_paged_layout {
+  LPATTN_PAGED_HEAD_MAJOR = 0, /* [block][kv_head][block_size][head_dim] (the default) */
+  LPATTN_PAGED_TOKEN_MAJOR = 1 /* [block][block_size][kv_head][head_dim] (vLLM's flash) */
+} lpattn_paged_layout;
+
+typedef struct lpattn_kv_cache_config {
+  int64_t sequences;
+  int64_t kv_heads;
+  int64_t head_dim;
+  int64_t capacity;  /* tokens per slot */
+  /* "fp32", "bf16", "fp16", "int8", "fp8e4m3" or "fp8e5m2"; NULL means fp32. */
+  const char* k_format;
+  const char* v_format;
+  int64_t block_size; /* 0: contiguous; else a power of two in [1, 1024] */
+  int64_t blocks;     /* the pool's blocks, with block_size > 0 */
+  lpattn_paged_layout layout;
+} lpattn_kv_cache_config;
+
+/* Fills *config with the defaults: one slot of one head of dimension 1 and capacity 1, fp32,
+ * contiguous. Does nothing if config is null. */
+LPATTN_C_API void lpattn_kv_cache_default_config(lpattn_kv_cache_config* config);
+/* Allocates a cache (every slot's capacity, or the pool, zeroed) into *cache. */
+LPATTN_C_API lpattn_status lpattn_kv_cache_create(const lpattn_kv_cache_config* config,
+                                                  lpattn_kv_cache** cache);
+/* Frees a cache; NULL is a no-op. */
+LPATTN_C_API void lpattn_kv_cache_free(lpattn_kv_cache* cache);
+/* Appends `tokens` tokens to slot `sequence` from k and v, [kv_heads, tokens, head_dim] views
+ * (head_stride and token_stride; batch_stride is not read). Nothing changes on an error: a
+ * full slot, a bad view, or a value an 8-bit format's scale cannot take. */
+LPATTN_C_API lpattn_status lpattn_kv_cache_append(lpattn_kv_cache* cache, int64_t sequence,
+                                                  int64_t tokens, lpattn_const_tensor k,
+                                                  lpattn_const_tensor v);
+/* Drops slot `sequence`'s tokens from `length` on. */
+LPATTN_C_API lpattn_status lpattn_kv_cache_truncate(lpattn_kv_cache* cache, int64_t sequence,
+                                                    int64_t length);
+/* Writes slot `sequence`'s length into *length. */
+LPATTN_C_API lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache* cache,
+                                                  int64_t sequence, int64_t* length);
+/* Decodes tokens [first, first + tokens) of a slot to fp32 into [kv_heads, tokens, head_dim]
+ * views k and v (a view with null data is skipped). */
+LPATTN_C_API lpattn_status lpattn_kv_cache_read(const lpattn_kv_cache* cache, int64_t sequence,
+                                                int64_t first, int64_t tokens, lpattn_tensor k,
+                                                lpattn_tensor v);
+/* Paged caches: slot `sequence` uses pool blocks blocks[0 .. count) and holds `length` tokens
+ * (-1 keeps its length). A table may not repeat a block; slots may share blocks. */
+LPATTN_C_API lpattn_status lpattn_kv_cache_set_block_table(lpattn_kv_cache* cache,
+                                                           int64_t sequence,
+                                                           const int32_t* blocks, int64_t count,
+                                                           int64_t length);
+
+/* §1 forward of q against cached K and V: sequence b of the call reads slot sequences[b]
+ * (sequences NULL: slot b) and attends to its Length() keys (shape->kv_len is not read), each
+ * with bottom-right causal alignment; a ragged batch when lengths differ. shape's kv_heads and
+ * head_dim must be the cache's; options->precision NULL or "" means the cache's formats (with
+ * qk or pv it must name them). q and o: [batch, heads, q_len, head_dim]; lse as
+ * lpattn_exact_forward. */
+LPATTN_C_API lpattn_status lpattn_exact_forward_cached(const lpattn_shape* shape,
+                                                       const lpattn_options* options,
+                                                       lpattn_const_tensor q,
+                                                       const lpattn_kv_cache* cache,
+                                                       const int64_t* sequences, lpattn_tensor o,
+                                                       float* lse);
+
 /* The message of the last call that failed on this thread, or "" if none has. Successful
  * calls do not clear it. The pointer stays valid until the next failing call on this
  * thread. */

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/kv_cache.h"
 #include "kernels/threshold.h"
 
 #ifndef LPATTN_VERSION_STRING
@@ -138,8 +140,69 @@ lpattn_status Guarded(const char* function, const lpattn_shape* shape,
   }
 }
 
+// Runs `body` with exceptions mapped to a status, as Guarded does, for calls without a shape.
+template <typename Body>
+lpattn_status GuardedCall(const char* function, Body&& body) {
+  try {
+    body();
+    return LPATTN_OK;
+  } catch (const std::invalid_argument& e) {
+    return Fail(LPATTN_ERROR_INVALID_ARGUMENT, function, e.what());
+  } catch (const std::bad_alloc&) {
+    return Fail(LPATTN_ERROR_INTERNAL, function, "out of memory");
+  } catch (const std::exception& e) {
+    return Fail(LPATTN_ERROR_INTERNAL, function, e.what());
+  } catch (...) {
+    return Fail(LPATTN_ERROR_INTERNAL, function, "unknown exception");
+  }
+}
+
+quant::Format ToFormat(const char* name, const char* what) {
+  if (name == nullptr) return quant::Format::kFp32;
+  const std::optional<quant::Format> format = quant::ParseFormat(name);
+  if (!format) {
+    throw std::invalid_argument(std::string(what) + " '" + name + "' is not one of " +
+                                quant::FormatNames());
+  }
+  return *format;
+}
+
+KvCacheConfig ToConfig(const lpattn_kv_cache_config& c) {
+  KvCacheConfig config;
+  config.sequences = c.sequences;
+  config.kv_heads = c.kv_heads;
+  config.head_dim = c.head_dim;
+  config.capacity = c.capacity;
+  config.k_format = ToFormat(c.k_format, "config.k_format");
+  config.v_format = ToFormat(c.v_format, "config.v_format");
+  config.block_size = c.block_size;
+  config.blocks = c.blocks;
+  std::underlying_type_t<lpattn_paged_layout> layout;
+  static_assert(sizeof layout == sizeof c.layout);
+  std::memcpy(&layout, &c.layout, sizeof layout);
+  if (layout == LPATTN_PAGED_HEAD_MAJOR) {
+    config.layout = PagedLayout::kHeadMajor;
+  } else if (layout == LPATTN_PAGED_TOKEN_MAJOR) {
+    config.layout = PagedLayout::kTokenMajor;
+  } else {
+    throw std::invalid_argument("config.layout is not a valid lpattn_paged_layout (" +
+                                std::to_string(layout) + ")");
+  }
+  return config;
+}
+
+void CheckCache(const void* cache) {
+  if (cache == nullptr) throw std::invalid_argument("cache is null");
+}
+
 }  // namespace
 }  // namespace lpattn
+
+// The C handle is the C++ cache.
+struct lpattn_kv_cache {
+  explicit lpattn_kv_cache(const lpattn::KvCacheConfig& config) : cache(config) {}
+  lpattn::KvCache cache;
+};
 
 extern "C" {
 
@@ -272,6 +335,80 @@ lpattn_status lpattn_tda_backward(const lpattn_shape* shape, const lpattn_option
                    args.d_lambda = d_lambda;
                    args.d_beta = d_beta;
                    ThresholdBackward(s, opts, ParseThresholdText(tda_options), args);
+                 });
+}
+
+void lpattn_kv_cache_default_config(lpattn_kv_cache_config* config) {
+  if (config == nullptr) return;
+  *config = lpattn_kv_cache_config{1, 1, 1, 1, nullptr, nullptr, 0, 0, LPATTN_PAGED_HEAD_MAJOR};
+}
+
+lpattn_status lpattn_kv_cache_create(const lpattn_kv_cache_config* config,
+                                     lpattn_kv_cache** cache) {
+  using namespace lpattn;
+  return GuardedCall("lpattn_kv_cache_create", [&] {
+    if (config == nullptr) throw std::invalid_argument("config is null");
+    if (cache == nullptr) throw std::invalid_argument("cache is null");
+    *cache = new lpattn_kv_cache(ToConfig(*config));
+  });
+}
+
+void lpattn_kv_cache_free(lpattn_kv_cache* cache) { delete cache; }
+
+lpattn_status lpattn_kv_cache_append(lpattn_kv_cache* cache, int64_t sequence, int64_t tokens,
+                                     lpattn_const_tensor k, lpattn_const_tensor v) {
+  using namespace lpattn;
+  return GuardedCall("lpattn_kv_cache_append", [&] {
+    CheckCache(cache);
+    cache->cache.Append(sequence, tokens, ToTensor(k), ToTensor(v));
+  });
+}
+
+lpattn_status lpattn_kv_cache_truncate(lpattn_kv_cache* cache, int64_t sequence, int64_t length) {
+  using namespace lpattn;
+  return GuardedCall("lpattn_kv_cache_truncate", [&] {
+    CheckCache(cache);
+    cache->cache.Truncate(sequence, length);
+  });
+}
+
+lpattn_status lpattn_kv_cache_length(const lpattn_kv_cache* cache, int64_t sequence,
+                                     int64_t* length) {
+  using namespace lpattn;
+  return GuardedCall("lpattn_kv_cache_length", [&] {
+    CheckCache(cache);
+    if (length == nullptr) throw std::invalid_argument("length is null");
+    *length = cache->cache.Length(sequence);
+  });
+}
+
+lpattn_status lpattn_kv_cache_read(const lpattn_kv_cache* cache, int64_t sequence, int64_t first,
+                                   int64_t tokens, lpattn_tensor k, lpattn_tensor v) {
+  using namespace lpattn;
+  return GuardedCall("lpattn_kv_cache_read", [&] {
+    CheckCache(cache);
+    cache->cache.Read(sequence, first, tokens, ToTensor(k), ToTensor(v));
+  });
+}
+
+lpattn_status lpattn_kv_cache_set_block_table(lpattn_kv_cache* cache, int64_t sequence,
+                                              const int32_t* blocks, int64_t count,
+                                              int64_t length) {
+  using namespace lpattn;
+  return GuardedCall("lpattn_kv_cache_set_block_table", [&] {
+    CheckCache(cache);
+    cache->cache.SetBlockTable(sequence, blocks, count, length < 0 ? -1 : length);
+  });
+}
+
+lpattn_status lpattn_exact_forward_cached(const lpattn_shape* shape, const lpattn_options* options,
+                                          lpattn_const_tensor q, const lpattn_kv_cache* cache,
+                                          const int64_t* sequences, lpattn_tensor o, float* lse) {
+  using namespace lpattn;
+  return Guarded("lpattn_exact_forward_cached", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   CheckCache(cache);
+                   ExactForward(s, opts, ToTensor(q), cache->cache, ToTensor(o), lse, sequences);
                  });
 }
 

@@ -598,4 +598,108 @@ TEST(CApi, LastErrorIsPerThread) {
   EXPECT_NE(std::string(lpattn_last_error()), "");
 }
 
+// The cache through C: appended tokens read back, a decode forward equal to the in-call forward
+// of the same formats (per-token scales), and the errors with their statuses.
+TEST(CApi, KvCacheAppendsReadsAndServesTheForward) {
+  for (const char* format : {"fp32", "bf16", "int8"}) {
+    for (const int64_t block_size : {int64_t(0), int64_t(16)}) {
+      const int64_t heads = 4, kv_heads = 2, dim = 32, tokens = 40;
+      lpattn_kv_cache_config config;
+      lpattn_kv_cache_default_config(&config);
+      config.sequences = 1;
+      config.kv_heads = kv_heads;
+      config.head_dim = dim;
+      config.capacity = 64;
+      config.k_format = format;
+      config.v_format = format;
+      config.block_size = block_size;
+      config.blocks = block_size > 0 ? 4 : 0;
+      lpattn_kv_cache* cache = nullptr;
+      ASSERT_EQ(lpattn_kv_cache_create(&config, &cache), LPATTN_OK) << lpattn_last_error();
+      if (block_size > 0) {
+        const int32_t blocks[] = {3, 0, 2, 1};
+        ASSERT_EQ(lpattn_kv_cache_set_block_table(cache, 0, blocks, 4, -1), LPATTN_OK)
+            << lpattn_last_error();
+      }
+      const std::vector<float> k = Filled(size_t(kv_heads * tokens * dim), 1);
+      const std::vector<float> v = Filled(size_t(kv_heads * tokens * dim), 2);
+      const lpattn_const_tensor k_view = ConstView(k, kv_heads, tokens, dim);
+      const lpattn_const_tensor v_view = ConstView(v, kv_heads, tokens, dim);
+      ASSERT_EQ(lpattn_kv_cache_append(cache, 0, tokens, k_view, v_view), LPATTN_OK)
+          << lpattn_last_error();
+      int64_t length = -1;
+      ASSERT_EQ(lpattn_kv_cache_length(cache, 0, &length), LPATTN_OK);
+      EXPECT_EQ(length, tokens);
+
+      // The in-call forward on the cache's values with the same formats.
+      Problem p(MakeShape(1, heads, kv_heads, 1, tokens, dim));
+      p.k = k;
+      p.v = v;
+      p.options.causal = 1;
+      const std::string precision = std::string("qk=") + format + ",pv=" + format + ",gran=token";
+      p.options.precision = precision.c_str();
+      ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+      std::vector<float> o(p.o.size(), kSentinel), lse(p.lse.size(), kSentinel);
+      lpattn_options cached = p.options;
+      cached.precision = nullptr;  // the cache's formats
+      ASSERT_EQ(lpattn_exact_forward_cached(&p.shape, &cached, p.Q(), cache, nullptr,
+                                            View(o, heads, 1, dim), lse.data()),
+                LPATTN_OK)
+          << lpattn_last_error();
+      for (size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], p.o[i], 1e-6) << format << " " << i;
+      for (size_t i = 0; i < lse.size(); ++i) EXPECT_NEAR(lse[i], p.lse[i], 1e-5) << format;
+
+      // Read back: K as the in-call quantizer has it (its forward matched), V too.
+      std::vector<float> k_back(k.size()), v_back(v.size());
+      ASSERT_EQ(lpattn_kv_cache_read(cache, 0, 0, tokens, View(k_back, kv_heads, tokens, dim),
+                                     View(v_back, kv_heads, tokens, dim)),
+                LPATTN_OK);
+      if (std::string(format) == "fp32") EXPECT_EQ(k_back, k);
+      EXPECT_EQ(lpattn_kv_cache_truncate(cache, 0, 10), LPATTN_OK);
+      ASSERT_EQ(lpattn_kv_cache_length(cache, 0, &length), LPATTN_OK);
+      EXPECT_EQ(length, 10);
+      lpattn_kv_cache_free(cache);
+    }
+  }
+}
+
+TEST(CApi, KvCacheRejectsBadCalls) {
+  lpattn_kv_cache_config config;
+  lpattn_kv_cache_default_config(&config);
+  config.head_dim = 8;
+  config.capacity = 4;
+  lpattn_kv_cache* cache = nullptr;
+  const auto rejected = [](lpattn_status status, const std::string& words) {
+    EXPECT_EQ(status, LPATTN_ERROR_INVALID_ARGUMENT) << words;
+    EXPECT_NE(std::string(lpattn_last_error()).find(words), std::string::npos)
+        << lpattn_last_error();
+  };
+  lpattn_kv_cache_config bad = config;
+  bad.k_format = "fp12";
+  rejected(lpattn_kv_cache_create(&bad, &cache), "fp12");
+  EXPECT_EQ(cache, nullptr);
+  bad = config;
+  const int invalid_layout = 7;  // as a C caller may pass it (not a C++ enum value)
+  std::memcpy(&bad.layout, &invalid_layout, sizeof invalid_layout);
+  bad.block_size = 4;
+  bad.blocks = 2;
+  rejected(lpattn_kv_cache_create(&bad, &cache), "layout");
+  rejected(lpattn_kv_cache_create(nullptr, &cache), "config");
+  ASSERT_EQ(lpattn_kv_cache_create(&config, &cache), LPATTN_OK);
+  const std::vector<float> rows = Filled(5 * 8, 3);
+  const lpattn_const_tensor five = ConstView(rows, 1, 5, 8);
+  rejected(lpattn_kv_cache_append(cache, 0, 5, five, five), "fit");  // capacity 4
+  rejected(lpattn_kv_cache_append(nullptr, 0, 1, five, five), "cache");
+  rejected(lpattn_kv_cache_set_block_table(cache, 0, nullptr, 0, -1), "paged");
+  int64_t length = -1;
+  rejected(lpattn_kv_cache_length(cache, 3, &length), "sequence");
+  EXPECT_EQ(length, -1);
+  Problem p(MakeShape(1, 1, 1, 1, 1, 8));
+  rejected(lpattn_exact_forward_cached(&p.shape, &p.options, p.Q(), cache, nullptr, p.O(),
+                                       p.lse.data()),
+           "no tokens");
+  lpattn_kv_cache_free(cache);
+  lpattn_kv_cache_free(nullptr);  // a no-op
+}
+
 }  // namespace
