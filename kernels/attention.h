@@ -66,6 +66,10 @@ struct AttentionOptions {
   int threads = 0;
   // §4: formats of the Q K^T and P V operands (default fp32: no quantization).
   Precision precision;
+  // §1.3 logit softcap (Gemma 2), exact attention only: each scaled score s becomes
+  // c tanh(s / c) before the softmax, forward and backward; a sink logit is not capped.
+  // 0: off. Must be finite and >= 0.
+  float softcap = 0.0f;
 };
 
 // Forward outputs: O with Q's shape, and lse = m + log Z per row, a dense [batch, heads, q_len]

@@ -105,8 +105,14 @@ Precision CachePrecision(const KvCacheConfig& config, const Precision& base = {}
 // formats, or both fp32 (the default), which means "as the cache holds them"; Q's scales are
 // per token, as K's.
 // q, o: [batch, heads, q_len, head_dim] views; lse [batch, heads, q_len] as ExactForward.
+// Ragged queries (chunked prefill beside decode steps): with q_offsets ([batch + 1], from 0,
+// increasing, cu_seqlens style) sequence b has queries q_offsets[b] .. q_offsets[b + 1] - 1,
+// tokens of q and o as [total, heads, head_dim] views (strides.head and strides.token;
+// strides.batch is not read, nor shape.q_len), and its lse rows are the dense [heads,
+// q_len_b] block at lse + heads q_offsets[b].
 void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor q,
-                  const KvCache& cache, Tensor o, float* lse, const int64_t* sequences = nullptr);
+                  const KvCache& cache, Tensor o, float* lse, const int64_t* sequences = nullptr,
+                  const int64_t* q_offsets = nullptr);
 
 }  // namespace lpattn
 

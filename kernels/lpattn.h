@@ -87,6 +87,8 @@ typedef struct lpattn_options {
    * p, gran, vgran, block, smooth_k, path, and the backward's bwd, bwd_dp of §4.2; see
    * kernels/precision.h). NULL or "" means fp32. */
   const char* precision;
+  /* §1.3 logit softcap (exact attention): scores become c tanh(s / c); 0 is off. */
+  float softcap;
 } lpattn_options;
 
 typedef enum lpattn_status {
@@ -98,7 +100,8 @@ typedef enum lpattn_status {
 } lpattn_status;
 
 /* Fills *options with the defaults: not causal, scale 0 (meaning 1 / sqrt(head_dim)), no
- * sink, no sink logits, threads 0, fp32 operands. Does nothing if options is null. */
+ * sink, no sink logits, threads 0, fp32 operands, no softcap. Does nothing if options is
+ * null. */
 LPATTN_C_API void lpattn_default_options(lpattn_options* options);
 
 /* §1 forward (with §1.1 sinks): O = softmax(scale * Q K^T [+ sink]) V.
@@ -238,12 +241,16 @@ LPATTN_C_API lpattn_status lpattn_kv_cache_set_block_table(lpattn_kv_cache* cach
  * with bottom-right causal alignment; a ragged batch when lengths differ. shape's kv_heads and
  * head_dim must be the cache's; options->precision NULL or "" means the cache's formats (with
  * qk or pv it must name them). q and o: [batch, heads, q_len, head_dim]; lse as
- * lpattn_exact_forward. */
+ * lpattn_exact_forward. With q_offsets ([batch + 1], 0 first, increasing; NULL: none) the
+ * queries are ragged: sequence b's are tokens q_offsets[b] .. q_offsets[b + 1] - 1 of q and o
+ * as [total, heads, head_dim] views (batch_stride and shape->q_len are not read), its lse the
+ * dense [heads, q_len_b] block at lse + heads * q_offsets[b]. */
 LPATTN_C_API lpattn_status lpattn_exact_forward_cached(const lpattn_shape* shape,
                                                        const lpattn_options* options,
                                                        lpattn_const_tensor q,
                                                        const lpattn_kv_cache* cache,
-                                                       const int64_t* sequences, lpattn_tensor o,
+                                                       const int64_t* sequences,
+                                                       const int64_t* q_offsets, lpattn_tensor o,
                                                        float* lse);
 
 /* The message of the last call that failed on this thread, or "" if none has. Successful

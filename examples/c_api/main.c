@@ -85,7 +85,8 @@ int main(void) {
   const lpattn_const_tensor q_step = {q + row * kDim, kDim, kDim, kDim};
   const lpattn_tensor to_step = {o_step, kDim, kDim, kDim};
   if (status == LPATTN_OK) {
-    status = lpattn_exact_forward_cached(&step, &options, q_step, cache, NULL, to_step, lse_step);
+    status = lpattn_exact_forward_cached(&step, &options, q_step, cache, NULL, NULL, to_step,
+                                         lse_step);
   }
   lpattn_kv_cache_free(cache);
   if (status != LPATTN_OK) {

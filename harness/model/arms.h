@@ -79,7 +79,9 @@ inline void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Wei
 }
 
 // The arms, each parsed once into its typed options before it is made (MakeArm).
-std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink);
+// softcap: docs/math.md §1.3's logit cap (0: none).
+std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink,
+                                             float softcap = 0.0f);
 std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGateKind kind,
                                                SinkMode sink);
 std::unique_ptr<AttentionArm> MakeOutputGateArm();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -32,7 +33,28 @@ namespace {
 constexpr char kKIntervalPrefix[] = "kint:";
 constexpr char kThresholdPrefix[] = "tda:";
 
+// "exact:softcap=C" and "sink:softcap=C": exact attention (with a learned sink) whose scores
+// are capped to C tanh(s / C) (docs/math.md §1.3), C finite and positive.
+std::unique_ptr<AttentionArm> MakeCappedArm(const std::string& spec) {
+  const size_t colon = spec.find(':');
+  const std::string base = spec.substr(0, colon), option = spec.substr(colon + 1);
+  constexpr char kKey[] = "softcap=";
+  if (option.rfind(kKey, 0) != 0) {
+    throw std::invalid_argument("attention arm '" + spec + "': expected " + base +
+                                ":softcap=<c>, got '" + option + "'");
+  }
+  const std::string value = option.substr(sizeof kKey - 1);
+  char* end = nullptr;
+  const float softcap = std::strtof(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(softcap) || softcap <= 0.0f) {
+    throw std::invalid_argument("attention arm '" + spec + "': softcap must be a finite number > 0, got '" +
+                                value + "'");
+  }
+  return arms::MakeSoftmaxArm(spec, base == "sink" ? SinkMode::kLearned : SinkMode::kNone, softcap);
+}
+
 std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
+  if (spec.rfind("exact:", 0) == 0 || spec.rfind("sink:", 0) == 0) return MakeCappedArm(spec);
   if (spec == "exact") return arms::MakeSoftmaxArm("exact", SinkMode::kNone);
   if (spec == "sink") return arms::MakeSoftmaxArm("sink", SinkMode::kLearned);
   if (spec == "offbyone") return arms::MakeSoftmaxArm("offbyone", SinkMode::kOffByOne);
@@ -64,7 +86,8 @@ std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
   for (const std::string& name : KnownArms()) known += name + ", ";
   throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known +
                               "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob, "
-                              "tda or tda:<options> such as tda:views=1,p=2; any of them "
+                              "tda or tda:<options> such as tda:views=1,p=2, exact:softcap=<c> "
+                              "and sink:softcap=<c>; any of them "
                               "+<precision> such as exact+qk=int8,pv=fp8e4m3)");
 }
 

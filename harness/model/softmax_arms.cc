@@ -17,7 +17,8 @@ namespace {
 // first n_head parameters. Saved activations: lse [B, H, T].
 class SoftmaxArm : public AttentionArm {
  public:
-  SoftmaxArm(std::string name, SinkMode sink) : name_(std::move(name)), sink_(sink) {}
+  SoftmaxArm(std::string name, SinkMode sink, float softcap = 0.0f)
+      : name_(std::move(name)), sink_(sink), softcap_(softcap) {}
   std::string KernelName() const override { return name_; }
 
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
@@ -46,6 +47,9 @@ class SoftmaxArm : public AttentionArm {
     DiagnoseRows(s, per_head, [&](size_t b, size_t h, size_t i, std::vector<double>& w,
                                   double& abstention) {
       RowScores(s, qkv, qkv + s.C, 3 * s.C, b, h, i, scale, false, scores);
+      if (softcap_ != 0.0f) {  // docs/math.md §1.3
+        for (double& x : scores) x = softcap_ * std::tanh(x / softcap_);
+      }
       const bool sink = sink_ != SinkMode::kNone;
       const double tau = sink_ == SinkMode::kLearned ? params[h] : 0.0;
       double m = sink ? tau : -INFINITY;
@@ -93,11 +97,13 @@ class SoftmaxArm : public AttentionArm {
     options.sink = sink_;
     options.sink_logits = sink_ == SinkMode::kLearned ? params : nullptr;
     options.precision = precision();
+    options.softcap = softcap_;
     return options;  // threads = 0: the trainer's arena
   }
 
   std::string name_;
   SinkMode sink_;
+  float softcap_;
 };
 
 // Value gates (docs/math.md §1.2) before exact attention, with or without a learned sink:
@@ -226,8 +232,9 @@ class OutputGateArm : public AttentionArm {
 
 }  // namespace
 
-std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink) {
-  return std::make_unique<SoftmaxArm>(name, sink);
+std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink,
+                                             float softcap) {
+  return std::make_unique<SoftmaxArm>(name, sink, softcap);
 }
 std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGateKind kind,
                                                SinkMode sink) {

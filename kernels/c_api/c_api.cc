@@ -76,6 +76,7 @@ AttentionOptions ToOptions(const lpattn_options& o) {
   options.sink_logits = o.sink_logits;
   options.threads = o.threads;
   if (o.precision != nullptr) options.precision = ParsePrecision(o.precision);
+  options.softcap = o.softcap;
   return options;
 }
 
@@ -214,6 +215,7 @@ void lpattn_default_options(lpattn_options* options) {
   options->sink_logits = nullptr;
   options->threads = 0;
   options->precision = nullptr;
+  options->softcap = 0.0f;
 }
 
 lpattn_status lpattn_exact_forward(const lpattn_shape* shape, const lpattn_options* options,
@@ -403,12 +405,14 @@ lpattn_status lpattn_kv_cache_set_block_table(lpattn_kv_cache* cache, int64_t se
 
 lpattn_status lpattn_exact_forward_cached(const lpattn_shape* shape, const lpattn_options* options,
                                           lpattn_const_tensor q, const lpattn_kv_cache* cache,
-                                          const int64_t* sequences, lpattn_tensor o, float* lse) {
+                                          const int64_t* sequences, const int64_t* q_offsets,
+                                          lpattn_tensor o, float* lse) {
   using namespace lpattn;
   return Guarded("lpattn_exact_forward_cached", shape, options,
                  [&](const AttentionShape& s, const AttentionOptions& opts) {
                    CheckCache(cache);
-                   ExactForward(s, opts, ToTensor(q), cache->cache, ToTensor(o), lse, sequences);
+                   ExactForward(s, opts, ToTensor(q), cache->cache, ToTensor(o), lse, sequences,
+                                q_offsets);
                  });
 }
 

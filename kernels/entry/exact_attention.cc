@@ -27,11 +27,11 @@ namespace HWY_NAMESPACE {
 void ExactForwardTiled(const AttentionProblem& problem, const ForwardArgs& args) {
   // docs/math.md §4: a rounded P is taken against the online softmax's running max, so it needs
   // no statistics pass.
-  TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr});
+  TiledForward(problem, args, SoftmaxTransform{args.lse, nullptr, problem.softcap});
 }
 
 void ExactBackwardTiled(const AttentionProblem& problem, const BackwardArgs& args) {
-  TiledBackward(problem, args, SoftmaxTransform{nullptr, args.lse});
+  TiledBackward(problem, args, SoftmaxTransform{nullptr, args.lse, problem.softcap});
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -70,6 +70,7 @@ AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions
   p.dim = size_t(shape.head_dim);
   p.causal = options.causal;
   p.scale = ResolvedScale(shape, options);
+  p.softcap = options.softcap;
   p.has_sink = options.sink != SinkMode::kNone;
   p.sink_logits = options.sink == SinkMode::kLearned ? options.sink_logits : nullptr;
   p.p_format = options.precision.p;
@@ -121,26 +122,44 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
 }
 
 void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor q,
-                  const KvCache& cache, Tensor o, float* lse, const int64_t* sequences) {
+                  const KvCache& cache, Tensor o, float* lse, const int64_t* sequences,
+                  const int64_t* q_offsets) {
   const KvCache::Impl& c = cache.impl();
-  const std::vector<int64_t> lengths = ValidateCachedForward(shape, options, cache, q, o, lse, sequences);
+  const std::vector<int64_t> lengths =
+      ValidateCachedForward(shape, options, cache, q, o, lse, sequences, q_offsets);
   AttentionOptions run = options;
   run.precision = CachePrecision(c.config, options.precision);
   const auto slot = [&](int64_t b) { return sequences != nullptr ? sequences[b] : b; };
+  // Sequence b's first query (token of q and o, row of lse in units of heads) and count.
+  const auto first_query = [&](int64_t b) { return q_offsets != nullptr ? q_offsets[b] : b * shape.q_len; };
+  const auto queries = [&](int64_t b) { return first_query(b + 1) - first_query(b); };
+  // Ragged queries are tokens of one [total, heads, head_dim] view: a run's batch stride
+  // steps over its sequences' equal query counts.
+  const auto q_step = [&](const Strides& s, int64_t b) {
+    return q_offsets != nullptr ? first_query(b) * s.token : b * s.batch;
+  };
   RunWithThreads(options.threads, [&] {
-    // Runs of sequences in consecutive slots of one length are one call of the kernel.
+    // Runs of sequences in consecutive slots of one length (and one query count) are one call
+    // of the kernel.
     for (int64_t b = 0, run_end = 0; b < shape.batch; b = run_end) {
       run_end = b + 1;
       while (run_end < shape.batch && slot(run_end) == slot(b) + (run_end - b) &&
-             lengths[size_t(run_end)] == lengths[size_t(b)]) {
+             lengths[size_t(run_end)] == lengths[size_t(b)] && queries(run_end) == queries(b)) {
         ++run_end;
       }
       AttentionShape part = shape;
       part.batch = run_end - b;
       part.kv_len = lengths[size_t(b)];
+      part.q_len = queries(b);
       AttentionProblem problem = MakeProblem(part, run);
-      ForwardArgs args{{q.data + b * q.strides.batch, q.strides}, {}, {},
-                       {o.data + b * o.strides.batch, o.strides}, lse + b * shape.heads * shape.q_len};
+      Strides q_strides = q.strides, o_strides = o.strides;
+      if (q_offsets != nullptr) {
+        q_strides.batch = part.q_len * q.strides.token;
+        o_strides.batch = part.q_len * o.strides.token;
+      }
+      ForwardArgs args{{q.data + q_step(q.strides, b), q_strides}, {}, {},
+                       {o.data + q_step(o.strides, b), o_strides},
+                       lse + first_query(b) * shape.heads};
       c.Bind(slot(b), problem);
       ForwardWithKv(part, run.precision, problem, args);
     }

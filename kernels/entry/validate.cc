@@ -48,6 +48,11 @@ void CheckOptions(const AttentionOptions& options) {
   if (options.threads < 0) {
     Fail("options.threads must be >= 0, got " + std::to_string(options.threads));
   }
+  if (!std::isfinite(options.softcap) || options.softcap < 0.0f) {
+    std::ostringstream message;
+    message << "options.softcap must be finite and >= 0 (0: off), got " << options.softcap;
+    Fail(message.str());
+  }
   if (options.sink == SinkMode::kLearned && options.sink_logits == nullptr) {
     Fail("options.sink_logits is null (required with SinkMode::kLearned)");
   }
@@ -182,7 +187,8 @@ void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, c
 std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
                                            const AttentionOptions& options, const KvCache& cache,
                                            const ConstTensor& q, const ConstTensor& o,
-                                           const float* lse, const int64_t* sequences) {
+                                           const float* lse, const int64_t* sequences,
+                                           const int64_t* q_offsets) {
   const KvCacheConfig& c = cache.config();
   if (shape.kv_heads != c.kv_heads || shape.head_dim != c.head_dim) {
     Fail("the cache holds " + std::to_string(c.kv_heads) + " kv heads of dimension " +
@@ -199,6 +205,7 @@ std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
   }
   AttentionShape checked = shape;
   checked.kv_len = 1;  // each sequence's own, below
+  if (q_offsets != nullptr) checked.q_len = 1;  // and each sequence's query count
   CheckShape(checked);
   CheckOptions(options);
   if (sequences == nullptr && shape.batch > c.sequences) {
@@ -215,8 +222,21 @@ std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
     lengths[size_t(b)] = cache.Length(slot);
     if (lengths[size_t(b)] < 1) Fail("sequence " + std::to_string(slot) + " holds no tokens");
   }
-  ValidateQueryShaped(q, shape, "q");
-  ValidateQueryShaped(o, shape, "o");
+  AttentionShape queries = shape;
+  if (q_offsets != nullptr) {  // [total, heads, head_dim] views, one batch of total tokens
+    if (q_offsets[0] != 0) Fail("q_offsets[0] must be 0, got " + std::to_string(q_offsets[0]));
+    for (int64_t b = 0; b < shape.batch; ++b) {
+      if (q_offsets[b + 1] <= q_offsets[b]) {
+        Fail("q_offsets must increase (every sequence has a query): q_offsets[" +
+             std::to_string(b) + "] = " + std::to_string(q_offsets[b]) + ", q_offsets[" +
+             std::to_string(b + 1) + "] = " + std::to_string(q_offsets[b + 1]));
+      }
+    }
+    queries.batch = 1;
+    queries.q_len = q_offsets[shape.batch];
+  }
+  ValidateQueryShaped(q, queries, "q");
+  ValidateQueryShaped(o, queries, "o");
   CheckNotNull(lse, "lse");
   return lengths;
 }

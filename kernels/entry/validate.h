@@ -28,7 +28,8 @@ void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, c
 std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
                                            const AttentionOptions& options, const KvCache& cache,
                                            const ConstTensor& q, const ConstTensor& o,
-                                           const float* lse, const int64_t* sequences);
+                                           const float* lse, const int64_t* sequences,
+                                           const int64_t* q_offsets);
 
 }  // namespace lpattn
 

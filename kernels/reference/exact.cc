@@ -15,7 +15,7 @@
 namespace lpattn {
 using namespace reference_internal;  // the shared helpers of reference_rows.h
 
-// §1 and §1.1 forward, per row i:
+// §1, §1.1 and §1.3 forward, per row i (s_ij capped to c tanh(s_ij / c) with a softcap):
 //   m_i = max(tau_h, max_{j in J_i} s_ij)       (tau term only with a sink)
 //   Z_i = sum_{j in J_i} exp(s_ij - m_i) + exp(tau_h - m_i)
 //   p_ij = exp(s_ij - m_i) / Z_i,  o_i = sum_j p_ij v_j,  lse_i = m_i + log Z_i.
@@ -52,7 +52,7 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
         double m_i = tau.has_value() ? *tau : -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;
-          scores[j] = scale * Dot(q_i, &inputs.k[KvRowOffset(shape, b, kv_h, j)], dim);
+          scores[j] = Capped(options, scale * Dot(q_i, &inputs.k[KvRowOffset(shape, b, kv_h, j)], dim));
           m_i = std::max(m_i, scores[j]);
         }
 
@@ -87,7 +87,8 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
 
 // §1 and §1.1 backward, per row i with P recomputed from the forward's lse:
 //   p_ij = exp(s_ij - lse_i),  Delta_i = dO_i . o_i,
-//   dV_j += p_ij dO_i,  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - Delta_i),
+//   dV_j += p_ij dO_i,  dP_ij = dO_i . v_j,  dS_ij = p_ij (dP_ij - Delta_i)
+//   (times 1 - (s_ij / c)^2, s_ij capped, with a softcap: §1.3),
 //   dQ_i += scale dS_ij k_j,  dK_j += scale dS_ij q_i,
 //   (§4.2: the four products on the bwd options' rounded operands, P and dS rounded)
 //   d tau_h -= A_i Delta_i with A_i = exp(tau_h - lse_i)  (learned sink only).
@@ -134,11 +135,14 @@ ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;
           const size_t kv_row = KvRowOffset(shape, b, kv_h, j);
-          const double s_ij = scale * Dot(q_i, &inputs.k[kv_row], dim);
+          const double s_ij = Capped(options, scale * Dot(q_i, &inputs.k[kv_row], dim));
           const double p_ij = std::exp(s_ij - lse_i);
           const double dp_ij = Dot(&ops.dp_d_o[row], &ops.dp_v[kv_row], dim);
+          // §1.3: d(c tanh(s / c)) / ds = 1 - (s_capped / c)^2.
+          const double cap_slope =
+              options.softcap == 0.0f ? 1.0 : 1.0 - std::pow(s_ij / options.softcap, 2);
           w[size_t(i * shape.kv_len + j)] = p_ij;
-          ds[size_t(i * shape.kv_len + j)] = p_ij * (dp_ij - delta_i);
+          ds[size_t(i * shape.kv_len + j)] = p_ij * (dp_ij - delta_i) * cap_slope;
         }
 
         // §1.1: only a learned tau is a parameter; the off-by-one sink is a constant.

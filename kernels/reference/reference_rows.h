@@ -58,6 +58,12 @@ inline std::optional<double> SinkLogit(const AttentionOptions& options, const Re
   return std::nullopt;
 }
 
+// §1.3: a scaled score under the logit softcap c (0: none), c tanh(s / c).
+inline double Capped(const AttentionOptions& options, double s) {
+  const double c = options.softcap;
+  return c == 0.0 ? s : c * std::tanh(s / c);
+}
+
 inline double Dot(const double* a, const double* b, int64_t n) {
   double sum = 0.0;
   for (int64_t d = 0; d < n; ++d) sum += a[d] * b[d];

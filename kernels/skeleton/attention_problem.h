@@ -184,6 +184,7 @@ struct AttentionProblem {
   size_t batch, heads, kv_heads, q_len, kv_len, dim;
   bool causal;
   float scale;
+  float softcap = 0.0f;  // §1.3, exact attention's: the transform caps each scaled score
   bool has_sink;
   const float* sink_logits;  // null with the off-by-one softmax (tau = 0)
   // The forward divides each query by max(||q||, 1e-12) as it packs it (thresholded attention).

@@ -133,7 +133,34 @@ TEST(CApi, DefaultOptions) {
   EXPECT_EQ(options.sink_logits, nullptr);
   EXPECT_EQ(options.threads, 0);
   EXPECT_EQ(options.precision, nullptr);
+  EXPECT_EQ(options.softcap, 0.0f);
   lpattn_default_options(nullptr);  // a no-op, not a crash
+}
+
+// docs/math.md §1.3 through the C API: options.softcap reaches the kernel (the C++ call's output
+// with the same cap, unlike the uncapped one), and a negative cap is rejected.
+TEST(CApi, SoftcapOption) {
+  Problem p(MakeShape(1, 2, 1, 20, 20, 16));
+  p.options.causal = 1;
+  p.options.scale = 3.0f;  // scores of several units against a cap of 1
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  const std::vector<float> uncapped = p.o;
+  p.options.softcap = 1.0f;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  EXPECT_NE(p.o, uncapped);
+  std::vector<float> o(p.o.size()), lse(p.lse.size());
+  lpattn::AttentionOptions options;
+  options.causal = true;
+  options.scale = 3.0f;
+  options.softcap = 1.0f;
+  const lpattn::Strides q_strides{20 * 16 * 2, 20 * 16, 16}, kv_strides{20 * 16, 20 * 16, 16};
+  lpattn::ExactForward({1, 2, 1, 20, 20, 16}, options,
+                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
+                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
+  EXPECT_EQ(p.o, o);
+  Problem bad(MakeShape(1, 2, 1, 20, 20, 16));
+  bad.options.softcap = -1.0f;
+  ExpectRejected(bad, bad.Forward(), "softcap");
 }
 
 // docs/math.md §4 through the C API: the option text reaches the kernel (the output is the C++ call's with
@@ -642,7 +669,7 @@ TEST(CApi, KvCacheAppendsReadsAndServesTheForward) {
       std::vector<float> o(p.o.size(), kSentinel), lse(p.lse.size(), kSentinel);
       lpattn_options cached = p.options;
       cached.precision = nullptr;  // the cache's formats
-      ASSERT_EQ(lpattn_exact_forward_cached(&p.shape, &cached, p.Q(), cache, nullptr,
+      ASSERT_EQ(lpattn_exact_forward_cached(&p.shape, &cached, p.Q(), cache, nullptr, nullptr,
                                             View(o, heads, 1, dim), lse.data()),
                 LPATTN_OK)
           << lpattn_last_error();
@@ -695,8 +722,8 @@ TEST(CApi, KvCacheRejectsBadCalls) {
   rejected(lpattn_kv_cache_length(cache, 3, &length), "sequence");
   EXPECT_EQ(length, -1);
   Problem p(MakeShape(1, 1, 1, 1, 1, 8));
-  rejected(lpattn_exact_forward_cached(&p.shape, &p.options, p.Q(), cache, nullptr, p.O(),
-                                       p.lse.data()),
+  rejected(lpattn_exact_forward_cached(&p.shape, &p.options, p.Q(), cache, nullptr, nullptr,
+                                       p.O(), p.lse.data()),
            "no tokens");
   lpattn_kv_cache_free(cache);
   lpattn_kv_cache_free(nullptr);  // a no-op

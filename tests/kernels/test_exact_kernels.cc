@@ -48,6 +48,38 @@ AttentionShape Shape(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_l
   return {batch, heads, kv_heads, q_len, kv_len, dim};
 }
 
+// §1.3 logit softcap, with scores scaled up so that the cap bends them: self-attention,
+// causal GQA with a learned sink in [B, T, H, D], Tq != Tk, and decode shapes that take the
+// grouped tile and split-KV (forward only there), on every target.
+TEST(ExactKernels, Softcap) {
+  struct Case {
+    AttentionShape shape;
+    bool causal;
+    SinkMode sink;
+    Layout layout;
+    bool backward;
+  };
+  const Case cases[] = {
+      {Shape(1, 2, 1, 65, 65, 64), false, SinkMode::kNone, Layout::kBHTD, true},
+      {Shape(2, 4, 2, 100, 130, 80), true, SinkMode::kLearned, Layout::kBTHD, true},
+      {Shape(1, 8, 2, 1, 2000, 64), true, SinkMode::kOffByOne, Layout::kBHTD, false},
+      {Shape(1, 8, 2, 3, 1700, 128), true, SinkMode::kLearned, Layout::kBTHD, false},
+  };
+  for (const Case& k : cases) {
+    AttentionCase c(k.shape, k.causal, k.sink, k.layout, 17);
+    c.options.scale = 0.6f;  // scores of a few units against a cap of 2
+    c.options.softcap = 2.0f;
+    SCOPED_TRACE("Tq " + std::to_string(k.shape.q_len) + " Tk " + std::to_string(k.shape.kv_len));
+    ExpectMatchesReference(c, k.backward);
+  }
+  // And with bf16 operands, the cap applied to the products of the codes.
+  AttentionCase c(Shape(1, 4, 2, 70, 90, 64), true, SinkMode::kNone, Layout::kBHTD, 5);
+  c.options.scale = 0.6f;
+  c.options.softcap = 2.0f;
+  c.options.precision = ParsePrecision("qk=bf16,pv=bf16");
+  ExpectMatchesReference(c, false);
+}
+
 // The shape grid of the issue: T x D x causal, self-attention, two query heads sharing one
 // kv head so GQA indexing is always exercised.
 class ExactGridTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, bool>> {};

@@ -305,6 +305,9 @@ TEST(KIntervalKernel, RejectsBadCallsBeforeAnyWork) {
   EXPECT_THROW(RunKernel(c, bad, Layout::kBHTD), std::invalid_argument);
   AttentionCase with_sink({1, 1, 1, 4, 4, 8}, false, SinkMode::kOffByOne, Layout::kBHTD);
   EXPECT_THROW(RunKernel(with_sink, KIntervalOptions{}, Layout::kBHTD), std::invalid_argument);
+  AttentionCase capped({1, 1, 1, 4, 4, 8}, false, SinkMode::kNone, Layout::kBHTD);
+  capped.options.softcap = 30.0f;  // exact attention's option (docs/math.md §1.3)
+  EXPECT_THROW(RunKernel(capped, KIntervalOptions{}, Layout::kBHTD), std::invalid_argument);
   std::vector<float> o(32), stats(4);
   std::vector<int32_t> index(4);
   KIntervalForwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), {o.data(), ContiguousBHTD(1, 4, 8)},

@@ -213,6 +213,55 @@ TEST(KvCache, RaggedForwardMatchesTheInCallKernelAndTheReference) {
   }
 }
 
+// Ragged queries (q_offsets): a chunk of prefill, a decode step and a draft of 3 in one call,
+// Q and O as [total, heads, head_dim] tokens; each sequence as the in-call forward alone.
+TEST(KvCache, RaggedQueriesMatchEachSequenceAlone) {
+  const int64_t kLengths[] = {300, 1700, 90}, kQueries[] = {5, 1, 3}, kOffsets[] = {0, 5, 6, 9};
+  const int64_t kCall[] = {2, 0, 1};  // slot of each sequence: 90, 300 and 1700 keys
+  for (const FormatPair& f : {kFormats[0], kFormats[1], kFormats[3]}) {
+    for (const CacheLayout& layout : {kLayouts[0], kLayouts[2]}) {
+      const int64_t heads = 8, kv_heads = 2, dim = 64, batch = 3, total = kOffsets[batch];
+      KvCache cache = MakeCache(f, 3, kv_heads, dim, 1800, layout);
+      std::vector<AttentionCase> cases;
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t s = kCall[b];
+        cases.emplace_back(AttentionShape{1, heads, kv_heads, kQueries[b], kLengths[s], dim}, true,
+                           SinkMode::kNone, Layout::kBHTD, uint32_t(31 + b));
+        cases.back().options.precision = InCallPrecision(f);
+      }
+      for (int64_t b = 0; b < batch; ++b) AppendInChunks(cache, kCall[b], cases[size_t(b)].k, cases[size_t(b)].v);
+      OwnedTensor q(1, heads, total, dim, Layout::kBTHD), o(1, heads, total, dim, Layout::kBTHD);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t h = 0; h < heads; ++h)
+          for (int64_t i = 0; i < kQueries[b]; ++i)
+            for (int64_t c = 0; c < dim; ++c) q.at(0, h, kOffsets[b] + i, c) = cases[size_t(b)].q.at(0, h, i, c);
+      std::vector<float> lse(static_cast<size_t>(heads * total), 0.0f);
+      const AttentionShape shape{batch, heads, kv_heads, 1, 1, dim};
+      ExactForward(shape, cases[0].options, q.cview(), cache, o.view(), lse.data(), kCall, kOffsets);
+      for (int64_t b = 0; b < batch; ++b) {
+        const KernelOutputs want = cases[size_t(b)].Run(false);
+        const std::string what = Name(f) + layout.Name() + " sequence " + std::to_string(b);
+        for (int64_t h = 0; h < heads; ++h) {
+          for (int64_t i = 0; i < kQueries[b]; ++i) {
+            const size_t row = size_t(h * kQueries[b] + i);
+            EXPECT_NEAR(lse[size_t(heads * kOffsets[b]) + row], want.lse[row], 1e-5) << what;
+            for (int64_t c = 0; c < dim; ++c) {
+              ASSERT_NEAR(o.at(0, h, kOffsets[b] + i, c), want.o.at(0, h, i, c), 1e-6) << what;
+            }
+          }
+        }
+      }
+      const int64_t not_from_zero[] = {1, 5, 6, 9}, empty[] = {0, 5, 5, 9};
+      EXPECT_THROW(ExactForward(shape, cases[0].options, q.cview(), cache, o.view(), lse.data(),
+                                kCall, not_from_zero),
+                   std::invalid_argument);
+      EXPECT_THROW(ExactForward(shape, cases[0].options, q.cview(), cache, o.view(), lse.data(),
+                                kCall, empty),
+                   std::invalid_argument);
+    }
+  }
+}
+
 // An engine's loop: prefill, then one query per step against the cache as it grows; step t's
 // output is row t of the full causal forward over the whole sequence (same precision).
 TEST(KvCache, DecodeStepsMatchTheFullCausalForward) {
@@ -295,6 +344,28 @@ TEST(KvCache, ForkedSequencesShareTheirPrefixBlocks) {
     cache.Read(0, 0, parent, k_back.view(), {});
     EXPECT_EQ(k_back.storage, Dequantized(k0, f.k)) << Name(f);
   }
+}
+
+// The softcap (docs/math.md §1.3) reaches the cached forward, since it lives in the transform:
+// a decode step against a paged int8 cache equals the in-call forward with the same cap.
+TEST(KvCache, SoftcapAppliesToCachedForwards) {
+  const FormatPair f{Format::kInt8, Format::kInt8};
+  AttentionCase c({1, 8, 2, 1, 1800, 64}, true, SinkMode::kNone, Layout::kBHTD, 41);
+  c.options.precision = InCallPrecision(f);
+  c.options.scale = 0.6f;
+  c.options.softcap = 2.0f;
+  const KernelOutputs want = c.Run(false);
+  KvCache cache = MakeCache(f, 1, 2, 64, 1800, {16, PagedLayout::kHeadMajor});
+  AppendInChunks(cache, 0, c.k, c.v);
+  OwnedTensor o(1, 8, 1, 64, Layout::kBHTD);
+  std::vector<float> lse(8);
+  ExactForward(c.shape, c.options, c.q.cview(), cache, o.view(), lse.data());
+  EXPECT_LE(ScaledMaxError(o.Dense(), want.o.Dense()), 1e-6);
+  AttentionOptions uncapped = c.options;
+  uncapped.softcap = 0.0f;
+  OwnedTensor plain(1, 8, 1, 64, Layout::kBHTD);
+  ExactForward(c.shape, uncapped, c.q.cview(), cache, plain.view(), lse.data());
+  EXPECT_GT(ScaledMaxError(plain.Dense(), want.o.Dense()), 1e-3);
 }
 
 TEST(KvCache, RejectsBadBlockTablesAndChangesNothing) {

@@ -340,6 +340,9 @@ TEST(ThresholdKernel, RejectsBadCallsBeforeAnyWork) {
   AttentionOptions sink;
   sink.sink = SinkMode::kOffByOne;
   expect_rejected(sink, two_views, args, "sinks");
+  AttentionOptions capped;
+  capped.softcap = 30.0f;
+  expect_rejected(capped, two_views, args, "softcap");
   ThresholdForwardArgs no_lambda = args;
   no_lambda.lambda_param = nullptr;
   expect_rejected({}, two_views, no_lambda, "lambda_param is null");

@@ -260,6 +260,17 @@ TEST_F(ValidationTest, RejectsNonFiniteOrZeroScale) {
   }
 }
 
+TEST_F(ValidationTest, RejectsANegativeOrNonFiniteSoftcap) {
+  for (float softcap : {-1.0f, std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()}) {
+    SCOPED_TRACE(softcap);
+    AttentionOptions options;
+    options.softcap = softcap;
+    ExpectForwardRejected(shape_, options, ValidForward(), "softcap must be finite and >= 0");
+    ExpectBackwardRejected(shape_, options, ValidBackward(), "softcap must be finite and >= 0");
+  }
+}
+
 TEST_F(ValidationTest, RejectsNegativeThreads) {
   AttentionOptions options;
   options.threads = -1;

@@ -109,7 +109,8 @@ TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
 // (tda arms are not here either: see ThresholdArmMatchesFiniteDifferences below.)
 INSTANTIATE_TEST_SUITE_P(Arms, ModelGradientTest,
                          ::testing::Values("exact", "sink", "offbyone", "outgate", "normgate",
-                                           "projgate", "sink+normgate", "sink+projgate"));
+                                           "projgate", "sink+normgate", "sink+projgate",
+                                           "exact:softcap=2", "sink:softcap=2"));
 
 // The tda arm on its own, loss = sum(w * out), against central differences of every 7th input
 // and parameter (lambda inside [0, 1]). The whole-model test above does not suit it: a row
@@ -248,12 +249,34 @@ TEST(Model, KIntervalArmIsTheKernel) {
 
 TEST(Model, UnknownArmIsRejected) {
   EXPECT_THROW(Gpt(ModelConfig{}, "softmax2", 1), std::invalid_argument);
+  for (const char* bad : {"exact:softcap=0", "exact:softcap=-3", "exact:softcap=inf",
+                          "exact:softcap=", "exact:softcap=3x", "exact:window=128"}) {
+    EXPECT_THROW(MakeArm(bad), std::invalid_argument) << bad;
+  }
   try {
     Gpt(ModelConfig{}, "kint:K=4,round=nearest,ste=exact", 1);
     FAIL();
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("nearest"), std::string::npos) << e.what();
   }
+}
+
+// A softcap arm (docs/math.md §1.3) is exact attention with capped scores: the loss moves
+// once the scores are large, and a cap far above them changes nothing measurable.
+TEST(Model, SoftcapArmCapsTheScores) {
+  EXPECT_EQ(MakeArm("exact:softcap=30")->Name(), "exact:softcap=30");
+  EXPECT_EQ(MakeArm("sink:softcap=30+qk=bf16")->Name(), "sink:softcap=30+qk=bf16");
+  Gpt model(SmallModel(), "exact", 2);
+  model.InitParams(7);
+  for (float& p : model.params()) p *= 5.0f;
+  const Batch batch = MakeBatch(2, 8, 2);
+  const float exact = model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+  model.SetArm("exact:softcap=1");
+  const float capped = model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+  model.SetArm("exact:softcap=1e6");
+  const float loose = model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+  EXPECT_NE(capped, exact);
+  EXPECT_NEAR(loose, exact, 1e-4 * std::abs(exact));
 }
 
 // The evaluation swap both ways between exact softmax and K-interval (neither has per-layer
