@@ -114,6 +114,25 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
                   const KvCache& cache, Tensor o, float* lse, const int64_t* sequences = nullptr,
                   const int64_t* q_offsets = nullptr);
 
+// An engine's 16-bit activations: a view of bf16 or fp16 codes laid out as ConstTensor.
+struct ConstTensor16 {
+  const uint16_t* data = nullptr;
+  Strides strides;
+  quant::Format format = quant::Format::kBf16;  // kBf16 or kFp16
+};
+struct Tensor16 {
+  uint16_t* data = nullptr;
+  Strides strides;
+  quant::Format format = quant::Format::kBf16;
+};
+
+// The same forward with Q and O in bf16 or fp16 (each its own format): Q's values are read
+// exactly, the forward runs as above, and O is rounded to its format (nearest even) once at
+// the end. Everything is validated before O is written.
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor16 q,
+                  const KvCache& cache, Tensor16 o, float* lse, const int64_t* sequences = nullptr,
+                  const int64_t* q_offsets = nullptr);
+
 }  // namespace lpattn
 
 #endif  // LPATTN_KERNELS_KV_CACHE_H_

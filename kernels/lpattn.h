@@ -253,6 +253,30 @@ LPATTN_C_API lpattn_status lpattn_exact_forward_cached(const lpattn_shape* shape
                                                        const int64_t* q_offsets, lpattn_tensor o,
                                                        float* lse);
 
+/* An engine's 16-bit activations: bf16 or fp16 codes ("bf16", "fp16"; NULL means bf16) in the
+ * layout of lpattn_const_tensor. */
+typedef struct lpattn_const_tensor16 {
+  const uint16_t* data;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t token_stride;
+  const char* format;
+} lpattn_const_tensor16;
+typedef struct lpattn_tensor16 {
+  uint16_t* data;
+  int64_t batch_stride;
+  int64_t head_stride;
+  int64_t token_stride;
+  const char* format;
+} lpattn_tensor16;
+
+/* lpattn_exact_forward_cached with Q and O in bf16 or fp16: Q read exactly, O rounded to its
+ * format once at the end; nothing is written on an error. */
+LPATTN_C_API lpattn_status lpattn_exact_forward_cached16(
+    const lpattn_shape* shape, const lpattn_options* options, lpattn_const_tensor16 q,
+    const lpattn_kv_cache* cache, const int64_t* sequences, const int64_t* q_offsets,
+    lpattn_tensor16 o, float* lse);
+
 /* The message of the last call that failed on this thread, or "" if none has. Successful
  * calls do not clear it. The pointer stays valid until the next failing call on this
  * thread. */

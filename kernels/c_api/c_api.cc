@@ -416,6 +416,25 @@ lpattn_status lpattn_exact_forward_cached(const lpattn_shape* shape, const lpatt
                  });
 }
 
+lpattn_status lpattn_exact_forward_cached16(const lpattn_shape* shape,
+                                            const lpattn_options* options,
+                                            lpattn_const_tensor16 q, const lpattn_kv_cache* cache,
+                                            const int64_t* sequences, const int64_t* q_offsets,
+                                            lpattn_tensor16 o, float* lse) {
+  using namespace lpattn;
+  return Guarded("lpattn_exact_forward_cached16", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   CheckCache(cache);
+                   const ConstTensor16 q16{q.data, ToStrides(q.batch_stride, q.head_stride, q.token_stride),
+                                           q.format != nullptr ? ToFormat(q.format, "q.format")
+                                                               : quant::Format::kBf16};
+                   const Tensor16 o16{o.data, ToStrides(o.batch_stride, o.head_stride, o.token_stride),
+                                      o.format != nullptr ? ToFormat(o.format, "o.format")
+                                                          : quant::Format::kBf16};
+                   ExactForward(s, opts, q16, cache->cache, o16, lse, sequences, q_offsets);
+                 });
+}
+
 const char* lpattn_last_error(void) { return lpattn::last_error.c_str(); }
 
 const char* lpattn_version(void) { return LPATTN_VERSION_STRING; }

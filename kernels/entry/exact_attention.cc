@@ -3,14 +3,18 @@
 // dispatch once per call.
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
+#include "kernels/native/buffer_pool.h"
 #include "kernels/native/kv_cache_impl.h"
 #include "kernels/native/prepared_kv_impl.h"
 #include "kernels/native/quantized_operands.h"
 #include "kernels/skeleton/attention_problem.h"
+#include "quant/codec.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/entry/exact_attention.cc"
@@ -164,6 +168,44 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
       ForwardWithKv(part, run.precision, problem, args);
     }
   });
+}
+
+void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor16 q,
+                  const KvCache& cache, Tensor16 o, float* lse, const int64_t* sequences,
+                  const int64_t* q_offsets) {
+  for (const quant::Format f : {q.format, o.format}) {
+    if (f != quant::Format::kBf16 && f != quant::Format::kFp16) {
+      throw std::invalid_argument(std::string("lpattn attention: 16-bit Q and O are bf16 or fp16, got ") +
+                                  quant::FormatName(f));
+    }
+  }
+  // Everything, the caller's views included, as the float forward checks it (strides are in
+  // elements, so a 16-bit view passes the same checks as a float one).
+  const auto as_floats = [](const void* data, const Strides& s) {
+    return ConstTensor{static_cast<const float*>(data), s};
+  };
+  ValidateCachedForward(shape, options, cache, as_floats(q.data, q.strides),
+                        as_floats(o.data, o.strides), lse, sequences, q_offsets);
+  // Q and O's rows: [batch, heads, q_len], or [heads, total] ragged tokens.
+  const int64_t outer = q_offsets != nullptr ? 1 : shape.batch;
+  const int64_t tokens = q_offsets != nullptr ? q_offsets[shape.batch] : shape.q_len;
+  const size_t dim = size_t(shape.head_dim), count = size_t(outer * shape.heads * tokens);
+  const Strides dense = q_offsets != nullptr ? ContiguousBTHD(shape.heads, tokens, shape.head_dim)
+                                             : ContiguousBHTD(shape.heads, tokens, shape.head_dim);
+  std::vector<float, native::PooledAllocator<float>> q32(count * dim), o32(count * dim);
+  const auto row_of = [&](const Strides& s, size_t r) {
+    const size_t b = r / size_t(shape.heads * tokens), h = r / size_t(tokens) % size_t(shape.heads),
+                 t = r % size_t(tokens);
+    return b * size_t(s.batch) + h * size_t(s.head) + t * size_t(s.token);
+  };
+  for (size_t r = 0; r < count; ++r) {
+    quant::DecodeRow(q.format, q.data + row_of(q.strides, r), 1.0f, q32.data() + row_of(dense, r), dim);
+  }
+  ExactForward(shape, options, {q32.data(), dense}, cache, {o32.data(), dense}, lse, sequences,
+               q_offsets);
+  for (size_t r = 0; r < count; ++r) {
+    quant::EncodeRow(o.format, o32.data() + row_of(dense, r), 1.0f, o.data + row_of(o.strides, r), dim);
+  }
 }
 
 void ExactBackward(const AttentionShape& shape, const AttentionOptions& options,

@@ -5,6 +5,7 @@
 // C++ counterpart and sharing the C-side buffers and checks at its top.
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
+#include "kernels/kv_cache.h"
 #include "kernels/lpattn.h"
 #include "kernels/threshold.h"
 
@@ -688,6 +689,51 @@ TEST(CApi, KvCacheAppendsReadsAndServesTheForward) {
       lpattn_kv_cache_free(cache);
     }
   }
+}
+
+// 16-bit Q and O through C: the C++ overload's bits, and a format name it does not know
+// rejected.
+TEST(CApi, CachedForwardWithSixteenBitActivations) {
+  lpattn_kv_cache_config config;
+  lpattn_kv_cache_default_config(&config);
+  config.kv_heads = 1;
+  config.head_dim = 16;
+  config.capacity = 8;
+  lpattn_kv_cache* cache = nullptr;
+  ASSERT_EQ(lpattn_kv_cache_create(&config, &cache), LPATTN_OK);
+  const std::vector<float> kv = Filled(8 * 16, 4);
+  ASSERT_EQ(lpattn_kv_cache_append(cache, 0, 8, ConstView(kv, 1, 8, 16), ConstView(kv, 1, 8, 16)),
+            LPATTN_OK);
+  std::vector<uint16_t> q(2 * 16), o(2 * 16), want(2 * 16);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = uint16_t(0x3f00 + i);  // bf16 values near 0.5
+  lpattn_shape shape = MakeShape(1, 2, 1, 1, 8, 16);
+  lpattn_options options;
+  lpattn_default_options(&options);
+  std::vector<float> lse(2);
+  const lpattn_const_tensor16 q16 = {q.data(), 32, 16, 16, "bf16"};
+  ASSERT_EQ(lpattn_exact_forward_cached16(&shape, &options, q16, cache, nullptr, nullptr,
+                                          {o.data(), 32, 16, 16, "fp16"}, lse.data()),
+            LPATTN_OK)
+      << lpattn_last_error();
+  lpattn::KvCacheConfig cxx_config;
+  cxx_config.head_dim = 16;
+  cxx_config.capacity = 8;
+  lpattn::KvCache cxx(cxx_config);
+  cxx.Append(0, 8, {kv.data(), {0, 8 * 16, 16}}, {kv.data(), {0, 8 * 16, 16}});
+  std::vector<float> lse_cxx(2);
+  lpattn::ExactForward({1, 2, 1, 1, 8, 16}, lpattn::AttentionOptions{},
+                       lpattn::ConstTensor16{q.data(), {32, 16, 16}, lpattn::quant::Format::kBf16}, cxx,
+                       lpattn::Tensor16{want.data(), {32, 16, 16}, lpattn::quant::Format::kFp16},
+                       lse_cxx.data());
+  EXPECT_EQ(o, want);
+  std::vector<uint16_t> untouched(o.size(), 0x1234);
+  EXPECT_EQ(lpattn_exact_forward_cached16(&shape, &options, {q.data(), 32, 16, 16, "fp19"}, cache,
+                                          nullptr, nullptr, {untouched.data(), 32, 16, 16, "fp16"},
+                                          lse.data()),
+            LPATTN_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(lpattn_last_error()).find("fp19"), std::string::npos);
+  EXPECT_EQ(untouched, std::vector<uint16_t>(o.size(), 0x1234));
+  lpattn_kv_cache_free(cache);
 }
 
 TEST(CApi, KvCacheRejectsBadCalls) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/kv_cache.h"
+#include "quant/format.h"
 #include "quant/quantizer.h"
 #include "tests/kernels/attention_case.h"
 
@@ -366,6 +367,62 @@ TEST(KvCache, SoftcapAppliesToCachedForwards) {
   OwnedTensor plain(1, 8, 1, 64, Layout::kBHTD);
   ExactForward(c.shape, uncapped, c.q.cview(), cache, plain.view(), lse.data());
   EXPECT_GT(ScaledMaxError(plain.Dense(), want.o.Dense()), 1e-3);
+}
+
+// An engine's bf16 or fp16 activations: Q read exactly, O rounded once; the same bits as the
+// float forward on Q's values with its O rounded, in the plain and the ragged layout.
+TEST(KvCache, SixteenBitQueriesAndOutputs) {
+  const FormatPair f{Format::kBf16, Format::kBf16};
+  const int64_t heads = 8, kv_heads = 2, dim = 64;
+  KvCache cache = MakeCache(f, 2, kv_heads, dim, 1700, {0});
+  for (int64_t s = 0; s < 2; ++s) {
+    const OwnedTensor k = Tokens(kv_heads, 1600 + 50 * s, dim, uint32_t(60 + s));
+    AppendRange(cache, s, k, k, 0, k.tokens);
+  }
+  const int64_t offsets[] = {0, 3, 4};
+  for (const bool ragged : {false, true}) {
+    for (const auto& [q_format, o_format] :
+         {std::pair<Format, Format>{Format::kBf16, Format::kFp16}, {Format::kFp16, Format::kBf16}}) {
+      const int64_t batch = 2, q_len = ragged ? 1 : 2, total = ragged ? 4 : 2;
+      const int64_t outer = ragged ? 1 : batch;
+      const Strides strides = ragged ? ContiguousBTHD(heads, total, dim) : ContiguousBHTD(heads, q_len, dim);
+      const size_t n = size_t(outer * heads * total * dim);
+      std::vector<uint16_t> q16(n), o16(n, 0x7777);
+      std::vector<float> q32(n);
+      std::mt19937 rng(3);
+      std::normal_distribution<float> normal;
+      for (size_t i = 0; i < n; ++i) {
+        q16[i] = q_format == Format::kBf16 ? quant::EncodeBf16(normal(rng)) : quant::EncodeFp16(normal(rng));
+        q32[i] = q_format == Format::kBf16 ? quant::DecodeBf16(q16[i]) : quant::DecodeFp16(q16[i]);
+      }
+      AttentionOptions options;
+      options.causal = true;
+      const AttentionShape shape{batch, heads, kv_heads, q_len, 1, dim};
+      const int64_t* q_offsets = ragged ? offsets : nullptr;
+      std::vector<float> o32(n), lse32(size_t(heads * total * outer)), lse16(lse32.size());
+      ExactForward(shape, options, {q32.data(), strides}, cache, {o32.data(), strides}, lse32.data(),
+                   nullptr, q_offsets);
+      ExactForward(shape, options, ConstTensor16{q16.data(), strides, q_format}, cache,
+                   Tensor16{o16.data(), strides, o_format}, lse16.data(), nullptr, q_offsets);
+      EXPECT_EQ(lse16, lse32);
+      for (size_t i = 0; i < n; ++i) {
+        const uint16_t want = o_format == Format::kBf16 ? quant::EncodeBf16(o32[i]) : quant::EncodeFp16(o32[i]);
+        ASSERT_EQ(o16[i], want) << (ragged ? "ragged " : "") << i;
+      }
+      // A format other than bf16 or fp16, or a slot that does not exist: O untouched.
+      std::vector<uint16_t> untouched(n, 0x7777);
+      EXPECT_THROW(ExactForward(shape, options, ConstTensor16{q16.data(), strides, Format::kInt8}, cache,
+                                Tensor16{untouched.data(), strides, o_format}, lse16.data(), nullptr,
+                                q_offsets),
+                   std::invalid_argument);
+      const int64_t missing[] = {0, 9};
+      EXPECT_THROW(ExactForward(shape, options, ConstTensor16{q16.data(), strides, q_format}, cache,
+                                Tensor16{untouched.data(), strides, o_format}, lse16.data(), missing,
+                                q_offsets),
+                   std::invalid_argument);
+      EXPECT_EQ(untouched, std::vector<uint16_t>(n, 0x7777));
+    }
+  }
 }
 
 TEST(KvCache, RejectsBadBlockTablesAndChangesNothing) {
