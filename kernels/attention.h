@@ -70,7 +70,13 @@ struct AttentionOptions {
   // c tanh(s / c) before the softmax, forward and backward; a sink logit is not capped.
   // 0: off. Must be finite and >= 0.
   float softcap = 0.0f;
+  // §1.4 ALiBi, exact attention only: [heads] slopes, each scaled score s_ij becoming
+  // s_ij - slope_h |i + kv_len - q_len - j| (before the softcap). Null: none. Finite slopes.
+  const float* alibi_slopes = nullptr;
 };
+
+// The ALiBi paper's slopes for `heads` heads: 2^(-8 (h + 1) / heads) for head h.
+std::vector<float> AlibiSlopes(int64_t heads);
 
 // Forward outputs: O with Q's shape, and lse = m + log Z per row, a dense [batch, heads, q_len]
 // array. A row with no visible key and no sink gets O = 0 and lse = -inf.

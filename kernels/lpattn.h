@@ -89,6 +89,9 @@ typedef struct lpattn_options {
   const char* precision;
   /* §1.3 logit softcap (exact attention): scores become c tanh(s / c); 0 is off. */
   float softcap;
+  /* §1.4 ALiBi (exact attention): [heads] slopes, s_ij - slope_h |i + kv_len - q_len - j|;
+   * NULL is off. */
+  const float* alibi_slopes;
 } lpattn_options;
 
 typedef enum lpattn_status {

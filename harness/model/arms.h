@@ -79,9 +79,10 @@ inline void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Wei
 }
 
 // The arms, each parsed once into its typed options before it is made (MakeArm).
-// softcap: docs/math.md §1.3's logit cap (0: none).
+// softcap: docs/math.md §1.3's logit cap (0: none); alibi: §1.4's bias with the ALiBi
+// paper's slopes.
 std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink,
-                                             float softcap = 0.0f);
+                                             float softcap = 0.0f, bool alibi = false);
 std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGateKind kind,
                                                SinkMode sink);
 std::unique_ptr<AttentionArm> MakeOutputGateArm();

@@ -33,28 +33,44 @@ namespace {
 constexpr char kKIntervalPrefix[] = "kint:";
 constexpr char kThresholdPrefix[] = "tda:";
 
-// "exact:softcap=C" and "sink:softcap=C": exact attention (with a learned sink) whose scores
-// are capped to C tanh(s / C) (docs/math.md §1.3), C finite and positive.
-std::unique_ptr<AttentionArm> MakeCappedArm(const std::string& spec) {
+// "exact:<options>" and "sink:<options>": exact attention (with a learned sink) with score
+// options, ','-separated: softcap=C (docs/math.md §1.3, C finite and > 0) and alibi=1
+// (§1.4, the ALiBi paper's slopes for the model's heads).
+std::unique_ptr<AttentionArm> MakeScoreOptionsArm(const std::string& spec) {
   const size_t colon = spec.find(':');
-  const std::string base = spec.substr(0, colon), option = spec.substr(colon + 1);
-  constexpr char kKey[] = "softcap=";
-  if (option.rfind(kKey, 0) != 0) {
-    throw std::invalid_argument("attention arm '" + spec + "': expected " + base +
-                                ":softcap=<c>, got '" + option + "'");
+  const std::string base = spec.substr(0, colon);
+  const auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("attention arm '" + spec + "': " + why);
+  };
+  float softcap = 0.0f;
+  bool alibi = false;
+  std::string rest = spec.substr(colon + 1);
+  if (rest.empty()) fail("expected " + base + ":softcap=<c>,alibi=1 (either or both)");
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    if (key == "softcap") {
+      char* end = nullptr;
+      softcap = std::strtof(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !std::isfinite(softcap) || softcap <= 0.0f) {
+        fail("softcap must be a finite number > 0, got '" + value + "'");
+      }
+    } else if (key == "alibi") {
+      if (value != "0" && value != "1") fail("alibi must be 0 or 1, got '" + value + "'");
+      alibi = value == "1";
+    } else {
+      fail("unknown option '" + item + "' (known: softcap=<c>, alibi=0|1)");
+    }
   }
-  const std::string value = option.substr(sizeof kKey - 1);
-  char* end = nullptr;
-  const float softcap = std::strtof(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !std::isfinite(softcap) || softcap <= 0.0f) {
-    throw std::invalid_argument("attention arm '" + spec + "': softcap must be a finite number > 0, got '" +
-                                value + "'");
-  }
-  return arms::MakeSoftmaxArm(spec, base == "sink" ? SinkMode::kLearned : SinkMode::kNone, softcap);
+  return arms::MakeSoftmaxArm(spec, base == "sink" ? SinkMode::kLearned : SinkMode::kNone, softcap,
+                              alibi);
 }
 
 std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
-  if (spec.rfind("exact:", 0) == 0 || spec.rfind("sink:", 0) == 0) return MakeCappedArm(spec);
+  if (spec.rfind("exact:", 0) == 0 || spec.rfind("sink:", 0) == 0) return MakeScoreOptionsArm(spec);
   if (spec == "exact") return arms::MakeSoftmaxArm("exact", SinkMode::kNone);
   if (spec == "sink") return arms::MakeSoftmaxArm("sink", SinkMode::kLearned);
   if (spec == "offbyone") return arms::MakeSoftmaxArm("offbyone", SinkMode::kOffByOne);
@@ -86,8 +102,8 @@ std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
   for (const std::string& name : KnownArms()) known += name + ", ";
   throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known +
                               "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob, "
-                              "tda or tda:<options> such as tda:views=1,p=2, exact:softcap=<c> "
-                              "and sink:softcap=<c>; any of them "
+                              "tda or tda:<options> such as tda:views=1,p=2, exact:<options> and "
+                              "sink:<options> (softcap=<c>, alibi=1); any of them "
                               "+<precision> such as exact+qk=int8,pv=fp8e4m3)");
 }
 

@@ -17,8 +17,8 @@ namespace {
 // first n_head parameters. Saved activations: lse [B, H, T].
 class SoftmaxArm : public AttentionArm {
  public:
-  SoftmaxArm(std::string name, SinkMode sink, float softcap = 0.0f)
-      : name_(std::move(name)), sink_(sink), softcap_(softcap) {}
+  SoftmaxArm(std::string name, SinkMode sink, float softcap = 0.0f, bool alibi = false)
+      : name_(std::move(name)), sink_(sink), softcap_(softcap), alibi_(alibi) {}
   std::string KernelName() const override { return name_; }
 
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
@@ -47,6 +47,10 @@ class SoftmaxArm : public AttentionArm {
     DiagnoseRows(s, per_head, [&](size_t b, size_t h, size_t i, std::vector<double>& w,
                                   double& abstention) {
       RowScores(s, qkv, qkv + s.C, 3 * s.C, b, h, i, scale, false, scores);
+      if (alibi_) {  // docs/math.md §1.4: key j of the row's i + 1 is i - j before it
+        const double slope = AlibiSlopes(int64_t(s.n_head))[h];
+        for (size_t j = 0; j < scores.size(); ++j) scores[j] -= slope * double(i - j);
+      }
       if (softcap_ != 0.0f) {  // docs/math.md §1.3
         for (double& x : scores) x = softcap_ * std::tanh(x / softcap_);
       }
@@ -67,7 +71,8 @@ class SoftmaxArm : public AttentionArm {
   void Attend(const ArmShape& s, const float* params, const float* qkv, ConstTensor v, float* act,
               float* out) const {
     const Strides in = QkvStrides(s);
-    ExactForward(KernelShape(s), Options(params),
+    std::vector<float> slopes;
+    ExactForward(KernelShape(s), Options(s, params, &slopes),
                  {{qkv, in}, {qkv + s.C, in}, v, {out, OutStrides(s)}, act});
   }
   void AttendBackward(const ArmShape& s, const float* params, float* dparams, const float* qkv,
@@ -86,24 +91,30 @@ class SoftmaxArm : public AttentionArm {
     args.dk = {dqkv + s.C, in};
     args.dv = dv;
     args.d_sink = d_sink.empty() ? nullptr : d_sink.data();
-    ExactBackward(KernelShape(s), Options(params), args);
+    std::vector<float> slopes;
+    ExactBackward(KernelShape(s), Options(s, params, &slopes), args);
     for (size_t h = 0; h < d_sink.size(); ++h) dparams[h] += d_sink[h];
   }
 
  private:
-  AttentionOptions Options(const float* params) const {
+  AttentionOptions Options(const ArmShape& s, const float* params, std::vector<float>* slopes) const {
     AttentionOptions options;
     options.causal = true;
     options.sink = sink_;
     options.sink_logits = sink_ == SinkMode::kLearned ? params : nullptr;
     options.precision = precision();
     options.softcap = softcap_;
+    if (alibi_) {  // the slopes of the model's heads, alive for the call in *slopes
+      *slopes = AlibiSlopes(int64_t(s.n_head));
+      options.alibi_slopes = slopes->data();
+    }
     return options;  // threads = 0: the trainer's arena
   }
 
   std::string name_;
   SinkMode sink_;
   float softcap_;
+  bool alibi_;
 };
 
 // Value gates (docs/math.md §1.2) before exact attention, with or without a learned sink:
@@ -233,8 +244,8 @@ class OutputGateArm : public AttentionArm {
 }  // namespace
 
 std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink,
-                                             float softcap) {
-  return std::make_unique<SoftmaxArm>(name, sink, softcap);
+                                             float softcap, bool alibi) {
+  return std::make_unique<SoftmaxArm>(name, sink, softcap, alibi);
 }
 std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGateKind kind,
                                                SinkMode sink) {

@@ -77,6 +77,7 @@ AttentionOptions ToOptions(const lpattn_options& o) {
   options.threads = o.threads;
   if (o.precision != nullptr) options.precision = ParsePrecision(o.precision);
   options.softcap = o.softcap;
+  options.alibi_slopes = o.alibi_slopes;
   return options;
 }
 
@@ -216,6 +217,7 @@ void lpattn_default_options(lpattn_options* options) {
   options->threads = 0;
   options->precision = nullptr;
   options->softcap = 0.0f;
+  options->alibi_slopes = nullptr;
 }
 
 lpattn_status lpattn_exact_forward(const lpattn_shape* shape, const lpattn_options* options,

@@ -75,6 +75,7 @@ AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions
   p.causal = options.causal;
   p.scale = ResolvedScale(shape, options);
   p.softcap = options.softcap;
+  p.alibi_slopes = options.alibi_slopes;
   p.has_sink = options.sink != SinkMode::kNone;
   p.sink_logits = options.sink == SinkMode::kLearned ? options.sink_logits : nullptr;
   p.p_format = options.precision.p;

@@ -71,8 +71,9 @@ void CheckKIntervalCall(const AttentionShape& shape, const AttentionOptions& opt
   if (options.sink != SinkMode::kNone) {
     throw std::invalid_argument("lpattn K-interval attention: sinks are not defined for it (§2)");
   }
-  if (options.softcap != 0.0f) {
-    throw std::invalid_argument("lpattn K-interval attention: softcap is exact attention's (§1.3)");
+  if (options.softcap != 0.0f || options.alibi_slopes != nullptr) {
+    throw std::invalid_argument(
+        "lpattn K-interval attention: softcap and ALiBi are exact attention's (§1.3, §1.4)");
   }
   if (shape.kv_len >= (int64_t(1) << 24)) {
     throw std::invalid_argument("lpattn K-interval attention: kv_len must be below 2^24, got " +

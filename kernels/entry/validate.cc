@@ -59,6 +59,18 @@ void CheckOptions(const AttentionOptions& options) {
   ValidatePrecision(options.precision);
 }
 
+// §1.4: every head's ALiBi slope finite (after the shape: heads is known).
+void CheckAlibiSlopes(const AttentionShape& shape, const AttentionOptions& options) {
+  if (options.alibi_slopes == nullptr) return;
+  for (int64_t h = 0; h < shape.heads; ++h) {
+    if (!std::isfinite(options.alibi_slopes[h])) {
+      std::ostringstream message;
+      message << "options.alibi_slopes[" << h << "] must be finite, got " << options.alibi_slopes[h];
+      Fail(message.str());
+    }
+  }
+}
+
 void CheckNotNull(const void* pointer, const char* name) {
   if (pointer == nullptr) Fail(std::string(name) + " is null");
 }
@@ -132,6 +144,7 @@ void ValidateForward(const AttentionShape& shape, const AttentionOptions& option
                      const ForwardArgs& args) {
   CheckShape(shape);
   CheckOptions(options);
+  CheckAlibiSlopes(shape, options);
   CheckNotNull(args.q.data, "q.data");
   CheckNotNull(args.k.data, "k.data");
   CheckNotNull(args.v.data, "v.data");
@@ -147,6 +160,7 @@ void ValidateBackward(const AttentionShape& shape, const AttentionOptions& optio
                       const BackwardArgs& args) {
   CheckShape(shape);
   CheckOptions(options);
+  CheckAlibiSlopes(shape, options);
   CheckNotNull(args.q.data, "q.data");
   CheckNotNull(args.k.data, "k.data");
   CheckNotNull(args.v.data, "v.data");
@@ -172,6 +186,7 @@ void ValidateBackward(const AttentionShape& shape, const AttentionOptions& optio
 void ValidateShapeAndOptions(const AttentionShape& shape, const AttentionOptions& options) {
   CheckShape(shape);
   CheckOptions(options);
+  CheckAlibiSlopes(shape, options);
 }
 
 void ValidateQueryShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name) {
@@ -208,6 +223,7 @@ std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
   if (q_offsets != nullptr) checked.q_len = 1;  // and each sequence's query count
   CheckShape(checked);
   CheckOptions(options);
+  CheckAlibiSlopes(checked, options);
   if (sequences == nullptr && shape.batch > c.sequences) {
     Fail("batch " + std::to_string(shape.batch) + " exceeds the cache's " +
          std::to_string(c.sequences) + " sequences (pass the slots to read)");

@@ -15,7 +15,8 @@
 namespace lpattn {
 using namespace reference_internal;  // the shared helpers of reference_rows.h
 
-// §1, §1.1 and §1.3 forward, per row i (s_ij capped to c tanh(s_ij / c) with a softcap):
+// §1, §1.1, §1.3 and §1.4 forward, per row i (s_ij biased by ALiBi, then capped to
+// c tanh(s_ij / c) with a softcap):
 //   m_i = max(tau_h, max_{j in J_i} s_ij)       (tau term only with a sink)
 //   Z_i = sum_{j in J_i} exp(s_ij - m_i) + exp(tau_h - m_i)
 //   p_ij = exp(s_ij - m_i) / Z_i,  o_i = sum_j p_ij v_j,  lse_i = m_i + log Z_i.
@@ -52,7 +53,8 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
         double m_i = tau.has_value() ? *tau : -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;
-          scores[j] = Capped(options, scale * Dot(q_i, &inputs.k[KvRowOffset(shape, b, kv_h, j)], dim));
+          scores[j] = Capped(options, scale * Dot(q_i, &inputs.k[KvRowOffset(shape, b, kv_h, j)], dim) +
+                                          AlibiBias(shape, options, h, i, j));
           m_i = std::max(m_i, scores[j]);
         }
 
@@ -135,7 +137,8 @@ ReferenceGradients ReferenceExactBackward(const AttentionShape& shape,
         for (int64_t j = 0; j < shape.kv_len; ++j) {
           if (!KeyVisible(shape, options, i, j)) continue;
           const size_t kv_row = KvRowOffset(shape, b, kv_h, j);
-          const double s_ij = Capped(options, scale * Dot(q_i, &inputs.k[kv_row], dim));
+          const double s_ij =
+              Capped(options, scale * Dot(q_i, &inputs.k[kv_row], dim) + AlibiBias(shape, options, h, i, j));
           const double p_ij = std::exp(s_ij - lse_i);
           const double dp_ij = Dot(&ops.dp_d_o[row], &ops.dp_v[kv_row], dim);
           // §1.3: d(c tanh(s / c)) / ds = 1 - (s_capped / c)^2.

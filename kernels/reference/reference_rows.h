@@ -64,6 +64,13 @@ inline double Capped(const AttentionOptions& options, double s) {
   return c == 0.0 ? s : c * std::tanh(s / c);
 }
 
+// §1.4: ALiBi's bias of query i (head h) and key j, -slope_h |i + Tk - Tq - j| (0 without).
+inline double AlibiBias(const AttentionShape& s, const AttentionOptions& options, int64_t h,
+                        int64_t i, int64_t j) {
+  if (options.alibi_slopes == nullptr) return 0.0;
+  return -double(options.alibi_slopes[h]) * double(std::abs(i + s.kv_len - s.q_len - j));
+}
+
 inline double Dot(const double* a, const double* b, int64_t n) {
   double sum = 0.0;
   for (int64_t d = 0; d < n; ++d) sum += a[d] * b[d];

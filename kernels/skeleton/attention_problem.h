@@ -185,6 +185,8 @@ struct AttentionProblem {
   bool causal;
   float scale;
   float softcap = 0.0f;  // §1.3, exact attention's: the transform caps each scaled score
+  // §1.4 ALiBi, exact attention's: [heads] slopes (of the call's query heads), or null.
+  const float* alibi_slopes = nullptr;
   bool has_sink;
   const float* sink_logits;  // null with the off-by-one softmax (tau = 0)
   // The forward divides each query by max(||q||, 1e-12) as it packs it (thresholded attention).
@@ -228,6 +230,17 @@ struct AttentionProblem {
   // The sink logit of row i of head h (of the query head it belongs to, in the decode layout).
   float RowSink(size_t h, size_t i) const {
     return head_rows == 0 ? sink(h) : sink(h * query_group + i / head_rows);
+  }
+  // The query head of row i of head h (h itself unless in the decode layout).
+  size_t RowHead(size_t h, size_t i) const {
+    return head_rows == 0 ? h : h * query_group + i / head_rows;
+  }
+  // Row i's query position among the keys, i + kv_len - q_len (per query head in the decode
+  // layout): the key it is aligned with, negative when q_len > kv_len.
+  ptrdiff_t QueryPosition(size_t i) const {
+    const size_t position = head_rows == 0 ? i : i % head_rows;
+    const size_t queries = head_rows == 0 ? q_len : head_rows;
+    return ptrdiff_t(position) + ptrdiff_t(kv_len) - ptrdiff_t(queries);
   }
   // §0: query i sees keys j < VisibleEnd(i) (bottom-right aligned causal mask).
   size_t VisibleEnd(size_t i) const {

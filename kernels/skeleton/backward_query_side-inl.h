@@ -23,6 +23,7 @@
 #include "kernels/native/amx_products.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
+#include "kernels/skeleton/score_bias-inl.h"
 #include "kernels/skeleton/sparse_tiles-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "kernels/skeleton/tile_workspace-inl.h"
@@ -113,6 +114,7 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
       MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
                     {ws.grads.get(), kTileQ}, nk, columns, dim);
     }
+    AlibiKeyMajor(p, h, i0, nq, columns, j0, nk, ws.scores.get(), kTileQ);
     const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     visit(ws.scores.get(), ws.grads.get(), nk, j0, columns, all_visible);
   }

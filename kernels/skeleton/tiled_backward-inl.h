@@ -23,6 +23,7 @@
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/backward_query_side-inl.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
+#include "kernels/skeleton/score_bias-inl.h"
 #include "kernels/skeleton/sparse_tiles-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "kernels/skeleton/tile_workspace-inl.h"
@@ -161,6 +162,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
           MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
                         kTileK, dim);
         }
+        AlibiQueryMajor(p, h, i0, nq, j0, kTileK, weights, kTileK);
         if constexpr (Transform::kSparseWeights) {
           if (!SparseKeyTile(p, tr, q, d_o, RowsOf(args.v, b, kv_head), head_params, i0, nq, j0,
                              nk, ws, dk, dv)) {
@@ -233,6 +235,7 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
       const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       MatMul<false>({q.row(0), q.token_stride, 1}, {k_panel, width}, {weights, width}, nq, width,
                     dim);
+      AlibiQueryMajor(p, h, 0, nq, 0, width, weights, width);
       MatMul<false>({dp_d_o.row(0), dp_d_o.token_stride, 1}, {v_panel, width}, {grads, width},
                     nq, width, dim);
       WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {

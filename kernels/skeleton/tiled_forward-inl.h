@@ -23,6 +23,7 @@
 #include "kernels/native/buffer_pool.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
+#include "kernels/skeleton/score_bias-inl.h"
 #include "kernels/skeleton/score_tile-inl.h"
 #include "kernels/skeleton/sparse_tiles-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
@@ -96,6 +97,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       const size_t nk = std::min(kTileK, p.kv_len - j0);
       float* tile = cache != nullptr ? cache + (j0 - k_begin) * kTileQ : scores;
       ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, tile, ws);
+      AlibiKeyMajor(p, h, i0, nq, columns, j0, nk, tile, kTileQ);
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
       tr.ObserveTile(tile, nk, columns, j0, ws.visible, all_visible, state);
     }
@@ -110,6 +112,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       scores = cache + (j0 - k_begin) * kTileQ;
     } else {
       ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, scores, ws);
+      AlibiKeyMajor(p, h, i0, nq, columns, j0, nk, scores, kTileQ);
     }
     const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     if constexpr (Transform::kSparseWeights) {

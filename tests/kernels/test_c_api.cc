@@ -135,6 +135,7 @@ TEST(CApi, DefaultOptions) {
   EXPECT_EQ(options.threads, 0);
   EXPECT_EQ(options.precision, nullptr);
   EXPECT_EQ(options.softcap, 0.0f);
+  EXPECT_EQ(options.alibi_slopes, nullptr);
   lpattn_default_options(nullptr);  // a no-op, not a crash
 }
 
@@ -162,6 +163,20 @@ TEST(CApi, SoftcapOption) {
   Problem bad(MakeShape(1, 2, 1, 20, 20, 16));
   bad.options.softcap = -1.0f;
   ExpectRejected(bad, bad.Forward(), "softcap");
+
+  // ALiBi's slopes (docs/math.md §1.4) reach the kernel the same way.
+  const std::vector<float> slopes = lpattn::AlibiSlopes(2);
+  p.options.alibi_slopes = slopes.data();
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  options.alibi_slopes = slopes.data();
+  lpattn::ExactForward({1, 2, 1, 20, 20, 16}, options,
+                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
+                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
+  EXPECT_EQ(p.o, o);
+  const std::vector<float> nan_slopes = {0.5f, NAN};
+  bad.options.softcap = 0.0f;
+  bad.options.alibi_slopes = nan_slopes.data();
+  ExpectRejected(bad, bad.Forward(), "alibi_slopes[1]");
 }
 
 // docs/math.md §4 through the C API: the option text reaches the kernel (the output is the C++ call's with

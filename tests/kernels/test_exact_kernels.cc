@@ -80,6 +80,37 @@ TEST(ExactKernels, Softcap) {
   ExpectMatchesReference(c, false);
 }
 
+// §1.4 ALiBi (slopes large enough to matter over these lengths), alone and under a softcap:
+// full and causal attention (the bias is symmetric in |i' - j|), Tq != Tk both ways, GQA with
+// sinks in [B, T, H, D], and the decode shapes (grouped rows of several query heads, split-KV),
+// on every target.
+TEST(ExactKernels, Alibi) {
+  struct Case {
+    AttentionShape shape;
+    bool causal;
+    SinkMode sink;
+    Layout layout;
+    bool backward;
+    float softcap;
+  };
+  const Case cases[] = {
+      {Shape(1, 4, 2, 65, 65, 64), false, SinkMode::kNone, Layout::kBHTD, true, 0.0f},
+      {Shape(2, 4, 2, 100, 130, 80), true, SinkMode::kLearned, Layout::kBTHD, true, 0.0f},
+      {Shape(1, 4, 4, 120, 70, 32), true, SinkMode::kNone, Layout::kBHTD, true, 3.0f},
+      {Shape(1, 8, 2, 1, 2000, 64), true, SinkMode::kOffByOne, Layout::kBHTD, false, 0.0f},
+      {Shape(1, 8, 2, 3, 1700, 128), true, SinkMode::kLearned, Layout::kBTHD, false, 3.0f},
+  };
+  for (const Case& k : cases) {
+    AttentionCase c(k.shape, k.causal, k.sink, k.layout, 23);
+    std::vector<float> slopes = AlibiSlopes(k.shape.heads);
+    for (float& m : slopes) m *= 4.0f;  // a bias of several units within tens of keys
+    c.options.alibi_slopes = slopes.data();
+    c.options.softcap = k.softcap;
+    SCOPED_TRACE("Tq " + std::to_string(k.shape.q_len) + " Tk " + std::to_string(k.shape.kv_len));
+    ExpectMatchesReference(c, k.backward);
+  }
+}
+
 // The shape grid of the issue: T x D x causal, self-attention, two query heads sharing one
 // kv head so GQA indexing is always exercised.
 class ExactGridTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, bool>> {};

@@ -308,6 +308,10 @@ TEST(KIntervalKernel, RejectsBadCallsBeforeAnyWork) {
   AttentionCase capped({1, 1, 1, 4, 4, 8}, false, SinkMode::kNone, Layout::kBHTD);
   capped.options.softcap = 30.0f;  // exact attention's option (docs/math.md §1.3)
   EXPECT_THROW(RunKernel(capped, KIntervalOptions{}, Layout::kBHTD), std::invalid_argument);
+  AttentionCase biased({1, 1, 1, 4, 4, 8}, false, SinkMode::kNone, Layout::kBHTD);
+  const float slope = 0.5f;
+  biased.options.alibi_slopes = &slope;
+  EXPECT_THROW(RunKernel(biased, KIntervalOptions{}, Layout::kBHTD), std::invalid_argument);
   std::vector<float> o(32), stats(4);
   std::vector<int32_t> index(4);
   KIntervalForwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), {o.data(), ContiguousBHTD(1, 4, 8)},

@@ -367,6 +367,13 @@ TEST(KvCache, SoftcapAppliesToCachedForwards) {
   OwnedTensor plain(1, 8, 1, 64, Layout::kBHTD);
   ExactForward(c.shape, uncapped, c.q.cview(), cache, plain.view(), lse.data());
   EXPECT_GT(ScaledMaxError(plain.Dense(), want.o.Dense()), 1e-3);
+  // ALiBi (docs/math.md §1.4) too: each row's position is its sequence's last.
+  const std::vector<float> slopes = AlibiSlopes(8);
+  c.options.alibi_slopes = slopes.data();
+  const KernelOutputs biased = c.Run(false);
+  ExactForward(c.shape, c.options, c.q.cview(), cache, o.view(), lse.data());
+  EXPECT_LE(ScaledMaxError(o.Dense(), biased.o.Dense()), 1e-6);
+  EXPECT_GT(ScaledMaxError(biased.o.Dense(), want.o.Dense()), 1e-3);
 }
 
 // An engine's bf16 or fp16 activations: Q read exactly, O rounded once; the same bits as the

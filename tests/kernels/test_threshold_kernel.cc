@@ -343,6 +343,10 @@ TEST(ThresholdKernel, RejectsBadCallsBeforeAnyWork) {
   AttentionOptions capped;
   capped.softcap = 30.0f;
   expect_rejected(capped, two_views, args, "softcap");
+  const float slopes[2] = {0.5f, 0.25f};
+  AttentionOptions biased;
+  biased.alibi_slopes = slopes;
+  expect_rejected(biased, two_views, args, "ALiBi");
   ThresholdForwardArgs no_lambda = args;
   no_lambda.lambda_param = nullptr;
   expect_rejected({}, two_views, no_lambda, "lambda_param is null");

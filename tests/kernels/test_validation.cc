@@ -271,6 +271,15 @@ TEST_F(ValidationTest, RejectsANegativeOrNonFiniteSoftcap) {
   }
 }
 
+TEST_F(ValidationTest, RejectsANonFiniteAlibiSlope) {
+  std::vector<float> slopes(size_t(shape_.heads), 0.5f);
+  slopes.back() = std::numeric_limits<float>::quiet_NaN();
+  AttentionOptions options;
+  options.alibi_slopes = slopes.data();
+  ExpectForwardRejected(shape_, options, ValidForward(), "alibi_slopes[");
+  ExpectBackwardRejected(shape_, options, ValidBackward(), "alibi_slopes[");
+}
+
 TEST_F(ValidationTest, RejectsNegativeThreads) {
   AttentionOptions options;
   options.threads = -1;
