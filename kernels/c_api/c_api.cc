@@ -120,30 +120,6 @@ void SetThresholdInputs(Args& args, const lpattn_const_tensor& q1, const lpattn_
 
 // Runs `body`, mapping exceptions to a status and recording the message for this thread.
 template <typename Body>
-lpattn_status Guarded(const char* function, const lpattn_shape* shape,
-                      const lpattn_options* options, Body&& body) {
-  if (shape == nullptr) {
-    return Fail(LPATTN_ERROR_INVALID_ARGUMENT, function, "shape is null");
-  }
-  if (options == nullptr) {
-    return Fail(LPATTN_ERROR_INVALID_ARGUMENT, function, "options is null");
-  }
-  try {
-    body(ToShape(*shape), ToOptions(*options));
-    return LPATTN_OK;
-  } catch (const std::invalid_argument& e) {
-    return Fail(LPATTN_ERROR_INVALID_ARGUMENT, function, e.what());
-  } catch (const std::bad_alloc&) {
-    return Fail(LPATTN_ERROR_INTERNAL, function, "out of memory");
-  } catch (const std::exception& e) {
-    return Fail(LPATTN_ERROR_INTERNAL, function, e.what());
-  } catch (...) {
-    return Fail(LPATTN_ERROR_INTERNAL, function, "unknown exception");
-  }
-}
-
-// Runs `body` with exceptions mapped to a status, as Guarded does, for calls without a shape.
-template <typename Body>
 lpattn_status GuardedCall(const char* function, Body&& body) {
   try {
     body();
@@ -157,6 +133,19 @@ lpattn_status GuardedCall(const char* function, Body&& body) {
   } catch (...) {
     return Fail(LPATTN_ERROR_INTERNAL, function, "unknown exception");
   }
+}
+
+// The same for the calls with a shape and options, converted first (null ones rejected).
+template <typename Body>
+lpattn_status Guarded(const char* function, const lpattn_shape* shape,
+                      const lpattn_options* options, Body&& body) {
+  if (shape == nullptr) {
+    return Fail(LPATTN_ERROR_INVALID_ARGUMENT, function, "shape is null");
+  }
+  if (options == nullptr) {
+    return Fail(LPATTN_ERROR_INVALID_ARGUMENT, function, "options is null");
+  }
+  return GuardedCall(function, [&] { body(ToShape(*shape), ToOptions(*options)); });
 }
 
 quant::Format ToFormat(const char* name, const char* what) {

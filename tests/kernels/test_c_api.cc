@@ -99,6 +99,18 @@ struct Problem {
   }
 };
 
+// The C++ forward on a problem's dense buffers with `options`: what its C call must match.
+std::vector<float> CxxForward(const Problem& p, const lpattn::AttentionOptions& options) {
+  const lpattn_shape& s = p.shape;
+  std::vector<float> o(p.o.size()), lse(p.lse.size());
+  const lpattn::Strides q_strides = lpattn::ContiguousBHTD(s.heads, s.q_len, s.head_dim);
+  const lpattn::Strides kv_strides = lpattn::ContiguousBHTD(s.kv_heads, s.kv_len, s.head_dim);
+  lpattn::ExactForward({s.batch, s.heads, s.kv_heads, s.q_len, s.kv_len, s.head_dim}, options,
+                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
+                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
+  return o;
+}
+
 lpattn_shape MakeShape(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_len,
                        int64_t kv_len, int64_t head_dim) {
   return {batch, heads, kv_heads, q_len, kv_len, head_dim};
@@ -150,16 +162,11 @@ TEST(CApi, SoftcapOption) {
   p.options.softcap = 1.0f;
   ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
   EXPECT_NE(p.o, uncapped);
-  std::vector<float> o(p.o.size()), lse(p.lse.size());
   lpattn::AttentionOptions options;
   options.causal = true;
   options.scale = 3.0f;
   options.softcap = 1.0f;
-  const lpattn::Strides q_strides{20 * 16 * 2, 20 * 16, 16}, kv_strides{20 * 16, 20 * 16, 16};
-  lpattn::ExactForward({1, 2, 1, 20, 20, 16}, options,
-                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
-                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
-  EXPECT_EQ(p.o, o);
+  EXPECT_EQ(p.o, CxxForward(p, options));
   Problem bad(MakeShape(1, 2, 1, 20, 20, 16));
   bad.options.softcap = -1.0f;
   ExpectRejected(bad, bad.Forward(), "softcap");
@@ -169,10 +176,7 @@ TEST(CApi, SoftcapOption) {
   p.options.alibi_slopes = slopes.data();
   ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
   options.alibi_slopes = slopes.data();
-  lpattn::ExactForward({1, 2, 1, 20, 20, 16}, options,
-                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
-                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
-  EXPECT_EQ(p.o, o);
+  EXPECT_EQ(p.o, CxxForward(p, options));
   const std::vector<float> nan_slopes = {0.5f, NAN};
   bad.options.softcap = 0.0f;
   bad.options.alibi_slopes = nan_slopes.data();
@@ -189,15 +193,10 @@ TEST(CApi, PrecisionOptionText) {
   p.options.precision = "qk=int8,pv=fp8e4m3,gran=token";
   ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
   EXPECT_NE(p.o, fp32);
-  std::vector<float> o(p.o.size()), lse(p.lse.size());
   lpattn::AttentionOptions options;
   options.causal = true;
   options.precision = lpattn::ParsePrecision("qk=int8,pv=fp8e4m3,gran=token");
-  const lpattn::Strides q_strides{20 * 16 * 2, 20 * 16, 16}, kv_strides{20 * 16, 20 * 16, 16};
-  lpattn::ExactForward({1, 2, 1, 20, 20, 16}, options,
-                       {{p.q.data(), q_strides}, {p.k.data(), kv_strides},
-                        {p.v.data(), kv_strides}, {o.data(), q_strides}, lse.data()});
-  EXPECT_EQ(p.o, o);
+  EXPECT_EQ(p.o, CxxForward(p, options));
 
   Problem bad(MakeShape(1, 2, 1, 20, 20, 16));
   bad.options.precision = "qk=int4";
@@ -641,20 +640,26 @@ TEST(CApi, LastErrorIsPerThread) {
   EXPECT_NE(std::string(lpattn_last_error()), "");
 }
 
+// A one-slot cache config of `format` K and V (the defaults otherwise).
+lpattn_kv_cache_config CacheConfig(int64_t kv_heads, int64_t dim, int64_t capacity,
+                                   const char* format = nullptr) {
+  lpattn_kv_cache_config config;
+  lpattn_kv_cache_default_config(&config);
+  config.kv_heads = kv_heads;
+  config.head_dim = dim;
+  config.capacity = capacity;
+  config.k_format = format;
+  config.v_format = format;
+  return config;
+}
+
 // The cache through C: appended tokens read back, a decode forward equal to the in-call forward
 // of the same formats (per-token scales), and the errors with their statuses.
 TEST(CApi, KvCacheAppendsReadsAndServesTheForward) {
   for (const char* format : {"fp32", "bf16", "int8"}) {
     for (const int64_t block_size : {int64_t(0), int64_t(16)}) {
       const int64_t heads = 4, kv_heads = 2, dim = 32, tokens = 40;
-      lpattn_kv_cache_config config;
-      lpattn_kv_cache_default_config(&config);
-      config.sequences = 1;
-      config.kv_heads = kv_heads;
-      config.head_dim = dim;
-      config.capacity = 64;
-      config.k_format = format;
-      config.v_format = format;
+      lpattn_kv_cache_config config = CacheConfig(kv_heads, dim, 64, format);
       config.block_size = block_size;
       config.blocks = block_size > 0 ? 4 : 0;
       lpattn_kv_cache* cache = nullptr;
@@ -709,11 +714,7 @@ TEST(CApi, KvCacheAppendsReadsAndServesTheForward) {
 // 16-bit Q and O through C: the C++ overload's bits, and a format name it does not know
 // rejected.
 TEST(CApi, CachedForwardWithSixteenBitActivations) {
-  lpattn_kv_cache_config config;
-  lpattn_kv_cache_default_config(&config);
-  config.kv_heads = 1;
-  config.head_dim = 16;
-  config.capacity = 8;
+  const lpattn_kv_cache_config config = CacheConfig(1, 16, 8);
   lpattn_kv_cache* cache = nullptr;
   ASSERT_EQ(lpattn_kv_cache_create(&config, &cache), LPATTN_OK);
   const std::vector<float> kv = Filled(8 * 16, 4);
@@ -752,10 +753,7 @@ TEST(CApi, CachedForwardWithSixteenBitActivations) {
 }
 
 TEST(CApi, KvCacheRejectsBadCalls) {
-  lpattn_kv_cache_config config;
-  lpattn_kv_cache_default_config(&config);
-  config.head_dim = 8;
-  config.capacity = 4;
+  const lpattn_kv_cache_config config = CacheConfig(1, 8, 4);
   lpattn_kv_cache* cache = nullptr;
   const auto rejected = [](lpattn_status status, const std::string& words) {
     EXPECT_EQ(status, LPATTN_ERROR_INVALID_ARGUMENT) << words;

@@ -48,27 +48,31 @@ AttentionShape Shape(int64_t batch, int64_t heads, int64_t kv_heads, int64_t q_l
   return {batch, heads, kv_heads, q_len, kv_len, dim};
 }
 
+// A case of the score options' tests (§1.3, §1.4): the backward is checked too unless it is a
+// decode shape.
+struct ScoreOptionCase {
+  AttentionShape shape;
+  bool causal;
+  SinkMode sink;
+  Layout layout;
+  bool backward;
+  float softcap;
+};
+
 // §1.3 logit softcap, with scores scaled up so that the cap bends them: self-attention,
 // causal GQA with a learned sink in [B, T, H, D], Tq != Tk, and decode shapes that take the
 // grouped tile and split-KV (forward only there), on every target.
 TEST(ExactKernels, Softcap) {
-  struct Case {
-    AttentionShape shape;
-    bool causal;
-    SinkMode sink;
-    Layout layout;
-    bool backward;
+  const ScoreOptionCase cases[] = {
+      {Shape(1, 2, 1, 65, 65, 64), false, SinkMode::kNone, Layout::kBHTD, true, 2.0f},
+      {Shape(2, 4, 2, 100, 130, 80), true, SinkMode::kLearned, Layout::kBTHD, true, 2.0f},
+      {Shape(1, 8, 2, 1, 2000, 64), true, SinkMode::kOffByOne, Layout::kBHTD, false, 2.0f},
+      {Shape(1, 8, 2, 3, 1700, 128), true, SinkMode::kLearned, Layout::kBTHD, false, 2.0f},
   };
-  const Case cases[] = {
-      {Shape(1, 2, 1, 65, 65, 64), false, SinkMode::kNone, Layout::kBHTD, true},
-      {Shape(2, 4, 2, 100, 130, 80), true, SinkMode::kLearned, Layout::kBTHD, true},
-      {Shape(1, 8, 2, 1, 2000, 64), true, SinkMode::kOffByOne, Layout::kBHTD, false},
-      {Shape(1, 8, 2, 3, 1700, 128), true, SinkMode::kLearned, Layout::kBTHD, false},
-  };
-  for (const Case& k : cases) {
+  for (const ScoreOptionCase& k : cases) {
     AttentionCase c(k.shape, k.causal, k.sink, k.layout, 17);
     c.options.scale = 0.6f;  // scores of a few units against a cap of 2
-    c.options.softcap = 2.0f;
+    c.options.softcap = k.softcap;
     SCOPED_TRACE("Tq " + std::to_string(k.shape.q_len) + " Tk " + std::to_string(k.shape.kv_len));
     ExpectMatchesReference(c, k.backward);
   }
@@ -85,22 +89,14 @@ TEST(ExactKernels, Softcap) {
 // sinks in [B, T, H, D], and the decode shapes (grouped rows of several query heads, split-KV),
 // on every target.
 TEST(ExactKernels, Alibi) {
-  struct Case {
-    AttentionShape shape;
-    bool causal;
-    SinkMode sink;
-    Layout layout;
-    bool backward;
-    float softcap;
-  };
-  const Case cases[] = {
+  const ScoreOptionCase cases[] = {
       {Shape(1, 4, 2, 65, 65, 64), false, SinkMode::kNone, Layout::kBHTD, true, 0.0f},
       {Shape(2, 4, 2, 100, 130, 80), true, SinkMode::kLearned, Layout::kBTHD, true, 0.0f},
       {Shape(1, 4, 4, 120, 70, 32), true, SinkMode::kNone, Layout::kBHTD, true, 3.0f},
       {Shape(1, 8, 2, 1, 2000, 64), true, SinkMode::kOffByOne, Layout::kBHTD, false, 0.0f},
       {Shape(1, 8, 2, 3, 1700, 128), true, SinkMode::kLearned, Layout::kBTHD, false, 3.0f},
   };
-  for (const Case& k : cases) {
+  for (const ScoreOptionCase& k : cases) {
     AttentionCase c(k.shape, k.causal, k.sink, k.layout, 23);
     std::vector<float> slopes = AlibiSlopes(k.shape.heads);
     for (float& m : slopes) m *= 4.0f;  // a bias of several units within tens of keys

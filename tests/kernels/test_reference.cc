@@ -210,68 +210,48 @@ INSTANTIATE_TEST_SUITE_P(Reference, ReferenceGradientTest, ::testing::ValuesIn(G
                            return info.param.name;
                          });
 
-// §1.3: the softcap's backward against the capped forward's central differences, with scores
-// large enough (scale 2.5) that tanh bends them: causal and not, a learned sink.
-TEST(ReferenceGradient, SoftcapBackwardMatchesCentralDifferences) {
-  const AttentionShape shape{.batch = 1, .heads = 4, .kv_heads = 2, .q_len = 5, .kv_len = 6,
-                             .head_dim = 3};
-  for (bool causal : {false, true}) {
-    SCOPED_TRACE(causal ? "causal" : "full");
-    std::mt19937_64 rng(99);
-    ReferenceInputs inputs = RandomInputs(shape, rng);
-    const std::vector<double> d_o = RandomNormal(QueryElements(shape), rng);
-    AttentionOptions options;
-    options.causal = causal;
-    options.sink = SinkMode::kLearned;
-    options.scale = 2.5f;
-    options.softcap = 1.5f;
-    const ReferenceGradients grads = ReferenceExactBackward(shape, options, inputs, d_o);
-    ASSERT_GT(MaxAbs(grads.dq), 1e-2);
-    CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.q, grads.dq, d_o, "dq");
-    CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.k, grads.dk, d_o, "dk");
-    CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.v, grads.dv, d_o, "dv");
-    CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.sink_logits, grads.d_sink, d_o,
-                                  "d_sink");
-    // The cap changes the answer (it is not a no-op at these scores).
-    AttentionOptions uncapped = options;
-    uncapped.softcap = 0.0f;
-    const ReferenceGradients plain = ReferenceExactBackward(shape, uncapped, inputs, d_o);
-    double difference = 0.0;
-    for (size_t n = 0; n < plain.dq.size(); ++n) difference = std::max(difference, std::abs(plain.dq[n] - grads.dq[n]));
-    EXPECT_GT(difference, 1e-2);
-  }
-}
-
-// §1.4: ALiBi's bias is a constant of the inputs, so the backward needs no term of its own; its
-// gradient still has to match the biased forward's differences (with a softcap on top too).
-TEST(ReferenceGradient, AlibiBackwardMatchesCentralDifferences) {
+// §1.3 and §1.4: the score options' backward against their forward's central differences
+// (the softcap with scores large enough, scale 2.5, that tanh bends them; ALiBi's bias a
+// constant of the inputs, so the backward has no term of its own, alone and under the cap),
+// causal and not, with a learned sink; and each option moves the output.
+TEST(ReferenceGradient, ScoreOptionsBackwardMatchesCentralDifferences) {
   const AttentionShape shape{.batch = 1, .heads = 4, .kv_heads = 2, .q_len = 5, .kv_len = 7,
                              .head_dim = 3};
   const std::vector<float> slopes = {0.9f, 0.5f, 0.25f, 0.1f};
-  for (bool causal : {false, true}) {
-    for (float softcap : {0.0f, 1.5f}) {
-      SCOPED_TRACE(std::string(causal ? "causal" : "full") + " softcap " + std::to_string(softcap));
+  struct Options {
+    float scale, softcap;
+    const float* alibi;
+  };
+  for (const Options& o : {Options{2.5f, 1.5f, nullptr}, Options{1.0f, 0.0f, slopes.data()},
+                           Options{1.0f, 1.5f, slopes.data()}}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::string(causal ? "causal" : "full") + " softcap " +
+                   std::to_string(o.softcap) + (o.alibi != nullptr ? " alibi" : ""));
       std::mt19937_64 rng(5);
       ReferenceInputs inputs = RandomInputs(shape, rng);
       const std::vector<double> d_o = RandomNormal(QueryElements(shape), rng);
       AttentionOptions options;
       options.causal = causal;
       options.sink = SinkMode::kLearned;
-      options.alibi_slopes = slopes.data();
-      options.softcap = softcap;
+      options.scale = o.scale;
+      options.softcap = o.softcap;
+      options.alibi_slopes = o.alibi;
       const ReferenceGradients grads = ReferenceExactBackward(shape, options, inputs, d_o);
+      ASSERT_GT(MaxAbs(grads.dq), 1e-2);
       CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.q, grads.dq, d_o, "dq");
       CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.k, grads.dk, d_o, "dk");
       CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.v, grads.dv, d_o, "dv");
       CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.sink_logits, grads.d_sink,
                                     d_o, "d_sink");
-      // The bias moves the output.
       AttentionOptions plain = options;
+      plain.softcap = 0.0f;
       plain.alibi_slopes = nullptr;
-      const ReferenceForwardResult a = ReferenceExactForward(shape, options, inputs);
-      const ReferenceForwardResult b = ReferenceExactForward(shape, plain, inputs);
+      const std::vector<double> with = ReferenceExactForward(shape, options, inputs).o;
+      const std::vector<double> without = ReferenceExactForward(shape, plain, inputs).o;
       double difference = 0.0;
-      for (size_t n = 0; n < a.o.size(); ++n) difference = std::max(difference, std::abs(a.o[n] - b.o[n]));
+      for (size_t n = 0; n < with.size(); ++n) {
+        difference = std::max(difference, std::abs(with[n] - without[n]));
+      }
       EXPECT_GT(difference, 1e-2);
     }
   }

@@ -248,36 +248,29 @@ TEST_F(ValidationTest, RejectsOverlappingBatchStride) {
 
 // ---- options -------------------------------------------------------------------------------
 
-TEST_F(ValidationTest, RejectsNonFiniteOrZeroScale) {
-  for (float scale : {std::numeric_limits<float>::infinity(),
-                      -std::numeric_limits<float>::infinity(),
-                      std::numeric_limits<float>::quiet_NaN(), 0.0f}) {
-    SCOPED_TRACE(scale);
-    AttentionOptions options;
-    options.scale = scale;
-    ExpectForwardRejected(shape_, options, ValidForward(), "scale must be finite and nonzero");
-    ExpectBackwardRejected(shape_, options, ValidBackward(), "scale must be finite and nonzero");
-  }
-}
-
-TEST_F(ValidationTest, RejectsANegativeOrNonFiniteSoftcap) {
-  for (float softcap : {-1.0f, std::numeric_limits<float>::infinity(),
-                        std::numeric_limits<float>::quiet_NaN()}) {
-    SCOPED_TRACE(softcap);
-    AttentionOptions options;
-    options.softcap = softcap;
-    ExpectForwardRejected(shape_, options, ValidForward(), "softcap must be finite and >= 0");
-    ExpectBackwardRejected(shape_, options, ValidBackward(), "softcap must be finite and >= 0");
-  }
-}
-
-TEST_F(ValidationTest, RejectsANonFiniteAlibiSlope) {
+// The score options: a scale that is not finite or is zero, a softcap that is negative or not
+// finite (docs/math.md §1.3), an ALiBi slope that is not finite (§1.4).
+TEST_F(ValidationTest, RejectsBadScoreOptions) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> slopes(size_t(shape_.heads), 0.5f);
-  slopes.back() = std::numeric_limits<float>::quiet_NaN();
-  AttentionOptions options;
-  options.alibi_slopes = slopes.data();
-  ExpectForwardRejected(shape_, options, ValidForward(), "alibi_slopes[");
-  ExpectBackwardRejected(shape_, options, ValidBackward(), "alibi_slopes[");
+  slopes.back() = kNaN;
+  std::vector<std::pair<AttentionOptions, const char*>> bad;
+  for (float scale : {kInf, -kInf, kNaN, 0.0f}) {
+    bad.emplace_back(AttentionOptions{}, "scale must be finite and nonzero");
+    bad.back().first.scale = scale;
+  }
+  for (float softcap : {-1.0f, kInf, kNaN}) {
+    bad.emplace_back(AttentionOptions{}, "softcap must be finite and >= 0");
+    bad.back().first.softcap = softcap;
+  }
+  bad.emplace_back(AttentionOptions{}, "alibi_slopes[");
+  bad.back().first.alibi_slopes = slopes.data();
+  for (const auto& [options, fragment] : bad) {
+    SCOPED_TRACE(fragment);
+    ExpectForwardRejected(shape_, options, ValidForward(), fragment);
+    ExpectBackwardRejected(shape_, options, ValidBackward(), fragment);
+  }
 }
 
 TEST_F(ValidationTest, RejectsNegativeThreads) {
