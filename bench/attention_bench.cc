@@ -281,6 +281,43 @@ void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format
   state.counters["kv_bytes"] = double(cache.StorageBytes());
 }
 
+// exact_window_{fwd,bwd}: causal self-attention with a sliding window of W keys (docs/math.md
+// §1.5); GFLOPS count the visible pairs only (each query's last min(i + 1, W) keys), so they
+// read against exact_fwd's and exact_bwd's at the same N (docs/performance.md §1).
+void BM_Window(benchmark::State& state, AttentionShape shape, int64_t window, bool backward,
+               int threads) {
+  AttentionOptions options;
+  options.causal = true;
+  options.threads = threads;
+  options.window = window;
+  ForwardBuffers buffers(shape);
+  const ForwardArgs args = buffers.Args();
+  std::vector<float> d_o = RandomNormal(QElements(shape), 4);
+  std::vector<float> dq(QElements(shape)), dk(KvElements(shape)), dv(KvElements(shape));
+  BackwardArgs back;
+  back.q = args.q;
+  back.k = args.k;
+  back.v = args.v;
+  back.o = args.o;
+  back.d_o = {d_o.data(), buffers.q_strides};
+  back.lse = args.lse;
+  back.dq = {dq.data(), buffers.q_strides};
+  back.dk = {dk.data(), buffers.kv_strides};
+  back.dv = {dv.data(), buffers.kv_strides};
+  ExactForward(shape, options, args);
+  for (auto _ : state) {
+    if (backward) {
+      ExactBackward(shape, options, back);
+    } else {
+      ExactForward(shape, options, args);
+    }
+  }
+  double pairs = 0.0;
+  for (int64_t i = 0; i < shape.q_len; ++i) pairs += double(std::min(i + 1, window));
+  const double flops = 4.0 * double(shape.batch * shape.heads * shape.head_dim) * pairs;
+  SetFlopCounters(state, backward ? 2.5 * flops : flops, threads);
+}
+
 // One untimed forward provides O and lse; only ExactBackward is timed.
 void BM_ExactBackward(benchmark::State& state, const Precision& precision = {}) {
   BenchConfig config = ConfigOf(state);
@@ -712,6 +749,17 @@ const bool kRegistered = [] {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
+    }
+  }
+  // Sliding windows (docs/math.md §1.5) at N = 4096, against exact_fwd/exact_bwd's GFLOPS.
+  for (const bool backward : {false, true}) {
+    for (const int64_t window : {256, 1024}) {
+      const AttentionShape shape{1, 8, 8, 4096, 4096, 64};
+      const std::string name = std::string(backward ? "exact_window_bwd" : "exact_window_fwd") +
+                               "/N:4096/D:64/H:8/W:" + std::to_string(window) + "/threads:2";
+      benchmark::RegisterBenchmark(name.c_str(), BM_Window, shape, window, backward, 2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
   // Paged against contiguous: the target's shape (Tk 32768, 2 threads).

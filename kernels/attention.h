@@ -73,6 +73,9 @@ struct AttentionOptions {
   // §1.4 ALiBi, exact attention only: [heads] slopes, each scaled score s_ij becoming
   // s_ij - slope_h |i + kv_len - q_len - j| (before the softcap). Null: none. Finite slopes.
   const float* alibi_slopes = nullptr;
+  // §1.5 sliding window, exact attention only: query i sees key j only if
+  // j > i + kv_len - q_len - window (and, when causal, j <= i + kv_len - q_len). 0: none.
+  int64_t window = 0;
 };
 
 // The ALiBi paper's slopes for `heads` heads: 2^(-8 (h + 1) / heads) for head h.

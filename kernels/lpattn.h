@@ -92,6 +92,9 @@ typedef struct lpattn_options {
   /* §1.4 ALiBi (exact attention): [heads] slopes, s_ij - slope_h |i + kv_len - q_len - j|;
    * NULL is off. */
   const float* alibi_slopes;
+  /* §1.5 sliding window (exact attention): query i sees key j only if
+   * j > i + kv_len - q_len - window; 0 is none. */
+  int64_t window;
 } lpattn_options;
 
 typedef enum lpattn_status {

@@ -79,10 +79,15 @@ inline void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Wei
 }
 
 // The arms, each parsed once into its typed options before it is made (MakeArm).
-// softcap: docs/math.md §1.3's logit cap (0: none); alibi: §1.4's bias with the ALiBi
-// paper's slopes.
+// The score options of exact attention's arms: docs/math.md §1.3's logit cap (0: none),
+// §1.4's bias with the ALiBi paper's slopes, §1.5's sliding window (0: none).
+struct ScoreOptions {
+  float softcap = 0.0f;
+  bool alibi = false;
+  int64_t window = 0;
+};
 std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink,
-                                             float softcap = 0.0f, bool alibi = false);
+                                             const ScoreOptions& options = {});
 std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGateKind kind,
                                                SinkMode sink);
 std::unique_ptr<AttentionArm> MakeOutputGateArm();

@@ -34,39 +34,42 @@ constexpr char kKIntervalPrefix[] = "kint:";
 constexpr char kThresholdPrefix[] = "tda:";
 
 // "exact:<options>" and "sink:<options>": exact attention (with a learned sink) with score
-// options, ','-separated: softcap=C (docs/math.md §1.3, C finite and > 0) and alibi=1
-// (§1.4, the ALiBi paper's slopes for the model's heads).
+// options, ','-separated: softcap=C (docs/math.md §1.3, C finite and > 0), alibi=1 (§1.4, the
+// ALiBi paper's slopes for the model's heads) and window=W (§1.5, W >= 1 keys).
 std::unique_ptr<AttentionArm> MakeScoreOptionsArm(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string base = spec.substr(0, colon);
   const auto fail = [&](const std::string& why) {
     throw std::invalid_argument("attention arm '" + spec + "': " + why);
   };
-  float softcap = 0.0f;
-  bool alibi = false;
+  arms::ScoreOptions options;
   std::string rest = spec.substr(colon + 1);
-  if (rest.empty()) fail("expected " + base + ":softcap=<c>,alibi=1 (either or both)");
+  if (rest.empty()) fail("expected " + base + ":softcap=<c>,alibi=1,window=<w> (any of them)");
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
     const std::string item = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    char* end = nullptr;
     if (key == "softcap") {
-      char* end = nullptr;
-      softcap = std::strtof(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !std::isfinite(softcap) || softcap <= 0.0f) {
+      options.softcap = std::strtof(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !std::isfinite(options.softcap) || options.softcap <= 0.0f) {
         fail("softcap must be a finite number > 0, got '" + value + "'");
       }
     } else if (key == "alibi") {
       if (value != "0" && value != "1") fail("alibi must be 0 or 1, got '" + value + "'");
-      alibi = value == "1";
+      options.alibi = value == "1";
+    } else if (key == "window") {
+      options.window = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || options.window < 1) {
+        fail("window must be a whole number >= 1, got '" + value + "'");
+      }
     } else {
-      fail("unknown option '" + item + "' (known: softcap=<c>, alibi=0|1)");
+      fail("unknown option '" + item + "' (known: softcap=<c>, alibi=0|1, window=<w>)");
     }
   }
-  return arms::MakeSoftmaxArm(spec, base == "sink" ? SinkMode::kLearned : SinkMode::kNone, softcap,
-                              alibi);
+  return arms::MakeSoftmaxArm(spec, base == "sink" ? SinkMode::kLearned : SinkMode::kNone, options);
 }
 
 std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
@@ -103,7 +106,7 @@ std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
   throw std::invalid_argument("unknown attention arm '" + spec + "' (known: " + known +
                               "kint:<options> such as kint:K=4,cal=window,round=nearest,ste=prob, "
                               "tda or tda:<options> such as tda:views=1,p=2, exact:<options> and "
-                              "sink:<options> (softcap=<c>, alibi=1); any of them "
+                              "sink:<options> (softcap=<c>, alibi=1, window=<w>); any of them "
                               "+<precision> such as exact+qk=int8,pv=fp8e4m3)");
 }
 

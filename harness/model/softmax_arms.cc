@@ -17,8 +17,8 @@ namespace {
 // first n_head parameters. Saved activations: lse [B, H, T].
 class SoftmaxArm : public AttentionArm {
  public:
-  SoftmaxArm(std::string name, SinkMode sink, float softcap = 0.0f, bool alibi = false)
-      : name_(std::move(name)), sink_(sink), softcap_(softcap), alibi_(alibi) {}
+  SoftmaxArm(std::string name, SinkMode sink, const ScoreOptions& score = {})
+      : name_(std::move(name)), sink_(sink), score_(score) {}
   std::string KernelName() const override { return name_; }
 
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
@@ -47,12 +47,15 @@ class SoftmaxArm : public AttentionArm {
     DiagnoseRows(s, per_head, [&](size_t b, size_t h, size_t i, std::vector<double>& w,
                                   double& abstention) {
       RowScores(s, qkv, qkv + s.C, 3 * s.C, b, h, i, scale, false, scores);
-      if (alibi_) {  // docs/math.md §1.4: key j of the row's i + 1 is i - j before it
+      if (score_.alibi) {  // docs/math.md §1.4: key j of the row's i + 1 is i - j before it
         const double slope = AlibiSlopes(int64_t(s.n_head))[h];
         for (size_t j = 0; j < scores.size(); ++j) scores[j] -= slope * double(i - j);
       }
-      if (softcap_ != 0.0f) {  // docs/math.md §1.3
-        for (double& x : scores) x = softcap_ * std::tanh(x / softcap_);
+      if (score_.softcap != 0.0f) {  // docs/math.md §1.3
+        for (double& x : scores) x = score_.softcap * std::tanh(x / score_.softcap);
+      }
+      if (score_.window != 0) {  // docs/math.md §1.5: keys i - j >= W have weight 0
+        for (size_t j = 0; j + size_t(score_.window) <= i; ++j) scores[j] = -INFINITY;
       }
       const bool sink = sink_ != SinkMode::kNone;
       const double tau = sink_ == SinkMode::kLearned ? params[h] : 0.0;
@@ -103,8 +106,9 @@ class SoftmaxArm : public AttentionArm {
     options.sink = sink_;
     options.sink_logits = sink_ == SinkMode::kLearned ? params : nullptr;
     options.precision = precision();
-    options.softcap = softcap_;
-    if (alibi_) {  // the slopes of the model's heads, alive for the call in *slopes
+    options.softcap = score_.softcap;
+    options.window = score_.window;
+    if (score_.alibi) {  // the slopes of the model's heads, alive for the call in *slopes
       *slopes = AlibiSlopes(int64_t(s.n_head));
       options.alibi_slopes = slopes->data();
     }
@@ -113,8 +117,7 @@ class SoftmaxArm : public AttentionArm {
 
   std::string name_;
   SinkMode sink_;
-  float softcap_;
-  bool alibi_;
+  ScoreOptions score_;
 };
 
 // Value gates (docs/math.md §1.2) before exact attention, with or without a learned sink:
@@ -244,8 +247,8 @@ class OutputGateArm : public AttentionArm {
 }  // namespace
 
 std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode sink,
-                                             float softcap, bool alibi) {
-  return std::make_unique<SoftmaxArm>(name, sink, softcap, alibi);
+                                             const ScoreOptions& options) {
+  return std::make_unique<SoftmaxArm>(name, sink, options);
 }
 std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGateKind kind,
                                                SinkMode sink) {

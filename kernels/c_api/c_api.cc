@@ -78,6 +78,7 @@ AttentionOptions ToOptions(const lpattn_options& o) {
   if (o.precision != nullptr) options.precision = ParsePrecision(o.precision);
   options.softcap = o.softcap;
   options.alibi_slopes = o.alibi_slopes;
+  options.window = o.window;
   return options;
 }
 
@@ -207,6 +208,7 @@ void lpattn_default_options(lpattn_options* options) {
   options->precision = nullptr;
   options->softcap = 0.0f;
   options->alibi_slopes = nullptr;
+  options->window = 0;
 }
 
 lpattn_status lpattn_exact_forward(const lpattn_shape* shape, const lpattn_options* options,

@@ -76,6 +76,7 @@ AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions
   p.scale = ResolvedScale(shape, options);
   p.softcap = options.softcap;
   p.alibi_slopes = options.alibi_slopes;
+  p.window = size_t(options.window);
   p.has_sink = options.sink != SinkMode::kNone;
   p.sink_logits = options.sink == SinkMode::kLearned ? options.sink_logits : nullptr;
   p.p_format = options.precision.p;

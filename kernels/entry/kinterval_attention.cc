@@ -71,9 +71,9 @@ void CheckKIntervalCall(const AttentionShape& shape, const AttentionOptions& opt
   if (options.sink != SinkMode::kNone) {
     throw std::invalid_argument("lpattn K-interval attention: sinks are not defined for it (§2)");
   }
-  if (options.softcap != 0.0f || options.alibi_slopes != nullptr) {
+  if (options.softcap != 0.0f || options.alibi_slopes != nullptr || options.window != 0) {
     throw std::invalid_argument(
-        "lpattn K-interval attention: softcap and ALiBi are exact attention's (§1.3, §1.4)");
+        "lpattn K-interval attention: softcap, ALiBi and windows are exact attention's (§1.3-§1.5)");
   }
   if (shape.kv_len >= (int64_t(1) << 24)) {
     throw std::invalid_argument("lpattn K-interval attention: kv_len must be below 2^24, got " +

@@ -94,8 +94,8 @@ void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& opt
   ValidateThreshold(threshold);
   ValidateShapeAndOptions(shape, options);
   if (options.sink != SinkMode::kNone) Fail("sinks are not defined for it (§3)");
-  if (options.softcap != 0.0f || options.alibi_slopes != nullptr) {
-    Fail("softcap and ALiBi are exact attention's (§1.3, §1.4)");
+  if (options.softcap != 0.0f || options.alibi_slopes != nullptr || options.window != 0) {
+    Fail("softcap, ALiBi and windows are exact attention's (§1.3-§1.5)");
   }
   if (shape.kv_len >= (int64_t(1) << 24)) {
     Fail("kv_len must be below 2^24, got " + std::to_string(shape.kv_len));

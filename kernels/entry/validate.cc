@@ -53,6 +53,7 @@ void CheckOptions(const AttentionOptions& options) {
     message << "options.softcap must be finite and >= 0 (0: off), got " << options.softcap;
     Fail(message.str());
   }
+  if (options.window < 0) Fail("options.window must be >= 0 (0: none), got " + std::to_string(options.window));
   if (options.sink == SinkMode::kLearned && options.sink_logits == nullptr) {
     Fail("options.sink_logits is null (required with SinkMode::kLearned)");
   }

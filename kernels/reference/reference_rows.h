@@ -32,9 +32,12 @@ inline size_t LseIndex(const AttentionShape& s, int64_t b, int64_t h, int64_t i)
 // §0: grouped-query attention, query head h reads kv head h / (H / Hkv).
 inline int64_t KvHeadOf(const AttentionShape& s, int64_t h) { return h / (s.heads / s.kv_heads); }
 
-// §0: bottom-right aligned causal mask, j in J_i iff j <= i + (Tk - Tq).
+// §0: bottom-right aligned causal mask, j in J_i iff j <= i + (Tk - Tq); §1.5's window also
+// hides j <= i + (Tk - Tq) - W.
 inline bool KeyVisible(const AttentionShape& s, const AttentionOptions& options, int64_t i, int64_t j) {
-  return !options.causal || j <= i + (s.kv_len - s.q_len);
+  const int64_t position = i + (s.kv_len - s.q_len);
+  if (options.window != 0 && j <= position - options.window) return false;
+  return !options.causal || j <= position;
 }
 
 // §0: N_i = |J_i|.

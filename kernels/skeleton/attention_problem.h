@@ -187,6 +187,10 @@ struct AttentionProblem {
   float softcap = 0.0f;  // §1.3, exact attention's: the transform caps each scaled score
   // §1.4 ALiBi, exact attention's: [heads] slopes (of the call's query heads), or null.
   const float* alibi_slopes = nullptr;
+  // §1.5 sliding window, exact attention's: keys before VisibleBegin(i) are hidden. 0: none.
+  size_t window = 0;
+  // Whether a score tile needs score_bias-inl.h's pass (ALiBi, the softcap, a window).
+  bool ModifiesScores() const { return alibi_slopes != nullptr || softcap != 0.0f || window != 0; }
   bool has_sink;
   const float* sink_logits;  // null with the off-by-one softmax (tau = 0)
   // The forward divides each query by max(||q||, 1e-12) as it packs it (thresholded attention).
@@ -241,6 +245,18 @@ struct AttentionProblem {
     const size_t position = head_rows == 0 ? i : i % head_rows;
     const size_t queries = head_rows == 0 ? q_len : head_rows;
     return ptrdiff_t(position) + ptrdiff_t(kv_len) - ptrdiff_t(queries);
+  }
+  // §1.5: query i sees no key before VisibleBegin(i) (0 without a window).
+  size_t VisibleBegin(size_t i) const {
+    if (window == 0) return 0;
+    const ptrdiff_t begin = QueryPosition(i) - ptrdiff_t(window) + 1;
+    return size_t(std::clamp<ptrdiff_t>(begin, 0, ptrdiff_t(kv_len)));
+  }
+  // The least VisibleBegin of rows [i0, i0 + n): its first row's, or position 0's when the
+  // range crosses query heads in the decode layout.
+  size_t MinVisibleBegin(size_t i0, size_t n) const {
+    if (head_rows == 0 || i0 % head_rows + n <= head_rows) return VisibleBegin(i0);
+    return VisibleBegin(0);
   }
   // §0: query i sees keys j < VisibleEnd(i) (bottom-right aligned causal mask).
   size_t VisibleEnd(size_t i) const {

@@ -96,7 +96,7 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
   const bool on_tiles = kDenseGrads && amx.on;
   const size_t q_slice = b * p.heads + h, kv_slice = b * p.kv_heads + h / p.group();
   uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
-  for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+  for (size_t j0 = KeyBegin(p, i0, nq); j0 < key_end; j0 += kTileK) {
     const size_t nk = std::min(kTileK, p.kv_len - j0);
     if (on_tiles && amx.scores) {
       native::AmxBf16ScoreTile(amx.k_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
@@ -114,7 +114,7 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
       MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
                     {ws.grads.get(), kTileQ}, nk, columns, dim);
     }
-    AlibiKeyMajor(p, h, i0, nq, columns, j0, nk, ws.scores.get(), kTileQ);
+    ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, ws.scores.get(), kTileQ);
     const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     visit(ws.scores.get(), ws.grads.get(), nk, j0, columns, all_visible);
   }
@@ -355,7 +355,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
             StageRowParams<Transform>(params, row0, nq, ws);  // now complete
             if (kept != nullptr) {
               const size_t columns = QueryColumns(nq);
-              for (size_t j0 = 0; j0 < key_end; j0 += kTileK) {
+              for (size_t j0 = KeyBegin(p, i0, nq); j0 < key_end; j0 += kTileK) {
                 const size_t nk = std::min(kTileK, p.kv_len - j0);
                 const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
                 dense_tile(kept + j0 * kTileQ, kept + (keys + j0) * kTileQ, nk, j0, columns,

@@ -1,7 +1,9 @@
-// ALiBi's score bias (docs/math.md §1.4) on a score tile, right where the tile is computed:
-// s_ij -= slope |p_i - j| with p_i the row's query position (AttentionProblem::QueryPosition)
-// and slope its query head's. Key-major tiles (the forward's and the query side's S^T) hold a
-// key per row and a query per lane; query-major ones (the key side's S) the other way round.
+// The score options of exact attention (docs/math.md §1.3-§1.5) on a score tile, right where
+// the tile is computed, in their order: ALiBi's bias s -= slope |p_i - j| (p_i the row's query
+// position, AttentionProblem::QueryPosition; slope its query head's), the softcap
+// s <- c tanh(s / c), and the sliding window, which sets the scores of keys before the row's
+// VisibleBegin to kHiddenScore. Key-major tiles (the forward's and the query side's S^T) hold
+// a key per row and a query per lane; query-major ones (the key side's S) the other way round.
 //
 // Per-target include guard: this header is re-included once per Highway target.
 #if defined(LPATTN_KERNELS_SKELETON_SCORE_BIAS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -13,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/tile_sizes.h"
@@ -22,43 +25,66 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// A hidden key's score: far below any score (so its weight is exp(-1e15 - m) = 0 once the
+// row has a visible key, and the online softmax's rescale clears what it added before), yet
+// finite, so that a tile of hidden keys never makes exp(-inf - -inf) = NaN and the softcap's
+// derivative (1 - (s / c)^2) stays finite (for caps above 1e-3).
+inline constexpr float kHiddenScore = -1e15f;
+
+// One vector of scores of keys `key` (per lane) for rows with slope m, position pos and first
+// visible key begin (per lane too).
+template <class D, class V>
+HWY_INLINE V ModifiedScores(D d, const AttentionProblem& p, V s, V key, V m, V pos, V begin) {
+  if (p.alibi_slopes != nullptr) s = hn::NegMulAdd(m, hn::Abs(hn::Sub(pos, key)), s);
+  if (p.softcap != 0.0f) {
+    s = hn::Mul(hn::Set(d, p.softcap), hn::Tanh(d, hn::Mul(s, hn::Set(d, 1.0f / p.softcap))));
+  }
+  if (p.window != 0) s = hn::IfThenElse(hn::Lt(key, begin), hn::Set(d, kHiddenScore), s);
+  return s;
+}
+
 // S^T [j][i] (row stride `stride`) of keys [j0, j0 + nk) against rows [i0, i0 + columns) of
-// head h; lanes past the tile's rows get slope 0.
-HWY_INLINE void AlibiKeyMajor(const AttentionProblem& p, size_t h, size_t i0, size_t nq,
-                              size_t columns, size_t j0, size_t nk, float* HWY_RESTRICT st,
-                              size_t stride) {
-  if (p.alibi_slopes == nullptr) return;
+// head h (lanes past the tile's nq rows are left as they are computed, and never read).
+HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t i0, size_t nq,
+                                     size_t columns, size_t j0, size_t nk, float* HWY_RESTRICT st,
+                                     size_t stride) {
+  if (!p.ModifiesScores()) return;
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  HWY_ALIGN float slope[kTileMax], position[kTileMax];
+  HWY_ALIGN float slope[kTileMax], position[kTileMax], begin[kTileMax];
   for (size_t i = 0; i < columns; ++i) {
-    slope[i] = i < nq ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f;
-    position[i] = i < nq ? float(p.QueryPosition(i0 + i)) : 0.0f;
+    const bool row = i < nq;
+    slope[i] = row && p.alibi_slopes != nullptr ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f;
+    position[i] = row ? float(p.QueryPosition(i0 + i)) : 0.0f;
+    begin[i] = row ? float(p.VisibleBegin(i0 + i)) : 0.0f;
   }
   for (size_t i = 0; i < columns; i += N) {
     const auto m = hn::Load(d, slope + i), pos = hn::Load(d, position + i);
+    const auto first = hn::Load(d, begin + i);
     for (size_t j = 0; j < nk; ++j) {
       float* s = st + j * stride + i;
-      const auto distance = hn::Abs(hn::Sub(pos, hn::Set(d, float(j0 + j))));
-      hn::StoreU(hn::NegMulAdd(m, distance, hn::LoadU(d, s)), d, s);
+      const auto key = hn::Set(d, float(j0 + j));
+      hn::StoreU(ModifiedScores(d, p, hn::LoadU(d, s), key, m, pos, first), d, s);
     }
   }
 }
 
 // S [i][j] (row stride `stride`, `width` keys a row from j0) of rows [i0, i0 + nq) of head h.
-HWY_INLINE void AlibiQueryMajor(const AttentionProblem& p, size_t h, size_t i0, size_t nq,
-                                size_t j0, size_t width, float* HWY_RESTRICT s, size_t stride) {
-  if (p.alibi_slopes == nullptr) return;
+HWY_INLINE void ModifyScoresQueryMajor(const AttentionProblem& p, size_t h, size_t i0, size_t nq,
+                                       size_t j0, size_t width, float* HWY_RESTRICT s,
+                                       size_t stride) {
+  if (!p.ModifiesScores()) return;
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const auto lanes = hn::Iota(d, 0.0f);
   for (size_t i = 0; i < nq; ++i) {
-    const auto m = hn::Set(d, p.alibi_slopes[p.RowHead(h, i0 + i)]);
+    const auto m = hn::Set(d, p.alibi_slopes != nullptr ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f);
     const auto pos = hn::Set(d, float(p.QueryPosition(i0 + i)));
+    const auto first = hn::Set(d, float(p.VisibleBegin(i0 + i)));
     for (size_t j = 0; j < width; j += N) {
       float* row = s + i * stride + j;
       const auto key = hn::Add(lanes, hn::Set(d, float(j0 + j)));
-      hn::StoreU(hn::NegMulAdd(m, hn::Abs(hn::Sub(pos, key)), hn::LoadU(d, row)), d, row);
+      hn::StoreU(ModifiedScores(d, p, hn::LoadU(d, row), key, m, pos, first), d, row);
     }
   }
 }

@@ -740,6 +740,12 @@ HWY_INLINE size_t QueryColumns(size_t nq) {
   return std::min(kTileQ, hwy::RoundUpTo(nq, 2 * hn::Lanes(d)));
 }
 
+// The first key tile the query tile [i0, i0 + nq) can see (docs/math.md §1.5's window hides
+// the ones before it): MinVisibleBegin rounded down to a tile.
+HWY_INLINE size_t KeyBegin(const AttentionProblem& p, size_t i0, size_t nq) {
+  return p.MinVisibleBegin(i0, nq) / kTileK * kTileK;
+}
+
 // Keys that the query tile [i0, i0 + nq) can see at all: [0, KeyEnd).
 HWY_INLINE size_t KeyEnd(const AttentionProblem& p, size_t i0, size_t nq) {
   return p.MaxVisibleEnd(i0, nq);

@@ -142,6 +142,8 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
       const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       for (size_t i0 = first_query / kTileQ * kTileQ; i0 < p.q_len; i0 += kTileQ) {
         const size_t nq = std::min(kTileQ, p.q_len - i0);
+        // §1.5: later query tiles see this key tile even less (VisibleBegin grows with i).
+        if (p.MinVisibleBegin(i0, nq) >= j0 + nk) break;
         if constexpr (Transform::kSparseWeights) {
           const QueryTileRecord& record = records[(b * p.heads + h) * q_tiles + i0 / kTileQ];
           const size_t kt = j0 / kTileK;
@@ -162,7 +164,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
           MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
                         kTileK, dim);
         }
-        AlibiQueryMajor(p, h, i0, nq, j0, kTileK, weights, kTileK);
+        ModifyScoresQueryMajor(p, h, i0, nq, j0, kTileK, weights, kTileK);
         if constexpr (Transform::kSparseWeights) {
           if (!SparseKeyTile(p, tr, q, d_o, RowsOf(args.v, b, kv_head), head_params, i0, nq, j0,
                              nk, ws, dk, dv)) {
@@ -235,7 +237,7 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
       const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       MatMul<false>({q.row(0), q.token_stride, 1}, {k_panel, width}, {weights, width}, nq, width,
                     dim);
-      AlibiQueryMajor(p, h, 0, nq, 0, width, weights, width);
+      ModifyScoresQueryMajor(p, h, 0, nq, 0, width, weights, width);
       MatMul<false>({dp_d_o.row(0), dp_d_o.token_stride, 1}, {v_panel, width}, {grads, width},
                     nq, width, dim);
       WithSpecialized(tr, [&](const auto& fixed) HWY_ATTR {

@@ -97,7 +97,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       const size_t nk = std::min(kTileK, p.kv_len - j0);
       float* tile = cache != nullptr ? cache + (j0 - k_begin) * kTileQ : scores;
       ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, tile, ws);
-      AlibiKeyMajor(p, h, i0, nq, columns, j0, nk, tile, kTileQ);
+      ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, tile, kTileQ);
       const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
       tr.ObserveTile(tile, nk, columns, j0, ws.visible, all_visible, state);
     }
@@ -112,7 +112,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       scores = cache + (j0 - k_begin) * kTileQ;
     } else {
       ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, scores, ws);
-      AlibiKeyMajor(p, h, i0, nq, columns, j0, nk, scores, kTileQ);
+      ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, scores, kTileQ);
     }
     const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     if constexpr (Transform::kSparseWeights) {
@@ -220,8 +220,9 @@ void SplitKeysForward(const AttentionProblem& p, const ForwardArgs& args, const 
   partials.data = buffer.data();
   ParallelTiles(tile_tasks * blocks, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const TileTask t = SplitTask(task / blocks, p.heads, p.q_len, kTileQ);
-    const size_t k_begin = task % blocks * p.key_block;
-    const size_t k_end = std::min(KeyEnd(p, t.first, t.count), k_begin + p.key_block);
+    const size_t block_begin = task % blocks * p.key_block;
+    const size_t k_begin = std::max(block_begin, KeyBegin(p, t.first, t.count));
+    const size_t k_end = std::min(KeyEnd(p, t.first, t.count), block_begin + p.key_block);
     if (k_begin >= k_end) {  // no visible key: a block that drops out of the merge
       Transform::EmptyBlock(t.count, partials.rows, partials.State(task));
       return;
@@ -243,7 +244,8 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const TileTask t = SplitTask(task, p.heads, p.q_len, kTileQ);
-    ForwardTileTask(p, args, tr, second, t, 0, KeyEnd(p, t.first, t.count), nullptr, 0, ws);
+    ForwardTileTask(p, args, tr, second, t, KeyBegin(p, t.first, t.count),
+                    KeyEnd(p, t.first, t.count), nullptr, 0, ws);
   });
 }
 

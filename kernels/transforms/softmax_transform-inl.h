@@ -47,7 +47,9 @@ struct SoftmaxTransform {
   static constexpr size_t kRowParams = 2;       // the backward's row: lse, Delta
   float* lse = nullptr;              // [batch, heads, q_len], written by the forward
   const float* saved_lse = nullptr;  // the same, read by the backward
-  float softcap = 0.0f;              // §1.3: scores capped to c tanh(s / c); 0: off
+  // §1.3: the softcap c the scores were capped with (score_bias-inl.h caps them where they
+  // are computed); the backward's dS takes its derivative. 0: off.
+  float softcap = 0.0f;
 
   // Running state of the kTileQ rows of one query tile.
   struct ForwardState {
@@ -67,21 +69,11 @@ struct SoftmaxTransform {
   // §1 forward, one key tile: scores st (nk keys x `columns` queries of a kTileQ-wide tile,
   // already scaled) become exp(s - m_new) in place; alpha[i] = exp(m_old - m_new) rescales row i's accumulator.
   // Query i sees keys j < visible[i]; `all_visible` skips the mask on interior tiles.
-  // With a softcap the tile's scores are capped first (§1.3).
   void WeighTile(float* HWY_RESTRICT st, size_t nk, size_t columns,
                  const float* HWY_RESTRICT visible, bool all_visible, ForwardState& state,
                  float* HWY_RESTRICT alpha) const {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
-    if (softcap != 0.0f) {
-      const auto cap = hn::Set(d, softcap), inverse = hn::Set(d, 1.0f / softcap);
-      for (size_t j = 0; j < nk; ++j) {
-        for (size_t i = 0; i < columns; i += N) {
-          float* s = st + j * kTileQ + i;
-          hn::StoreU(hn::Mul(cap, hn::Tanh(d, hn::Mul(hn::LoadU(d, s), inverse))), d, s);
-        }
-      }
-    }
     const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
     for (size_t i = 0; i < columns; i += N) {
       const auto limit = hn::LoadU(d, visible + i);
@@ -155,19 +147,19 @@ struct SoftmaxTransform {
     out[1] = delta;
   }
 
-  // §1 backward: p = exp(s - lse) with s already scaled, dS = p (dP - Delta). With a softcap
-  // (§1.3) p = exp(c t - lse) with t = tanh(s / c), and dS = p (dP - Delta) (1 - t^2), the
-  // gradient with respect to the uncapped score.
+  // §1 backward: p = exp(s - lse) with s already scaled (and capped), dS = p (dP - Delta).
+  // With a softcap (§1.3) the score is c t, t = tanh(s_raw / c), so dS = p (dP - Delta)
+  // (1 - t^2) is the gradient with respect to the uncapped score (t clamped to [-1, 1], which
+  // a hidden key's score of §1.5 leaves, its weight being 0).
   template <class D, class V>
   HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) const {
-    if (softcap != 0.0f) {
-      const auto t = hn::Tanh(d, hn::Mul(s, hn::Set(d, 1.0f / softcap)));
-      w = ExpKeepNaN(d, hn::Sub(hn::Mul(hn::Set(d, softcap), t), row[0]));
-      ds = hn::Mul(hn::Mul(w, hn::Sub(dp, row[1])), hn::NegMulAdd(t, t, hn::Set(d, 1.0f)));
-      return;
-    }
     w = ExpKeepNaN(d, hn::Sub(s, row[0]));
     ds = hn::Mul(w, hn::Sub(dp, row[1]));
+    if (softcap != 0.0f) {
+      const auto one = hn::Set(d, 1.0f);
+      const auto t = hn::Min(hn::Max(hn::Mul(s, hn::Set(d, 1.0f / softcap)), hn::Neg(one)), one);
+      ds = hn::Mul(ds, hn::NegMulAdd(t, t, one));
+    }
   }
 };
 

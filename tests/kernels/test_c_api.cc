@@ -148,6 +148,7 @@ TEST(CApi, DefaultOptions) {
   EXPECT_EQ(options.precision, nullptr);
   EXPECT_EQ(options.softcap, 0.0f);
   EXPECT_EQ(options.alibi_slopes, nullptr);
+  EXPECT_EQ(options.window, 0);
   lpattn_default_options(nullptr);  // a no-op, not a crash
 }
 
@@ -181,6 +182,15 @@ TEST(CApi, SoftcapOption) {
   bad.options.softcap = 0.0f;
   bad.options.alibi_slopes = nan_slopes.data();
   ExpectRejected(bad, bad.Forward(), "alibi_slopes[1]");
+
+  // And the sliding window (§1.5).
+  p.options.window = 5;
+  ASSERT_EQ(p.Forward(), LPATTN_OK) << lpattn_last_error();
+  options.window = 5;
+  EXPECT_EQ(p.o, CxxForward(p, options));
+  bad.options.alibi_slopes = nullptr;
+  bad.options.window = -2;
+  ExpectRejected(bad, bad.Forward(), "window");
 }
 
 // docs/math.md §4 through the C API: the option text reaches the kernel (the output is the C++ call's with

@@ -107,6 +107,42 @@ TEST(ExactKernels, Alibi) {
   }
 }
 
+// §1.5 sliding window: windows inside one tile, across tiles and longer than the sequence,
+// causal and not, Tq != Tk, sinks (gpt-oss's combination), GQA, with the softcap and ALiBi on
+// top, and the decode shapes (split-KV blocks before the window drop out), on every target.
+TEST(ExactKernels, SlidingWindow) {
+  struct Case {
+    AttentionShape shape;
+    bool causal;
+    SinkMode sink;
+    Layout layout;
+    bool backward;
+    int64_t window;
+    bool options;  // softcap and ALiBi too
+  };
+  const Case cases[] = {
+      {Shape(1, 2, 1, 200, 200, 64), true, SinkMode::kNone, Layout::kBHTD, true, 17, false},
+      {Shape(2, 4, 2, 150, 260, 80), true, SinkMode::kLearned, Layout::kBTHD, true, 100, false},
+      {Shape(1, 4, 2, 130, 130, 32), false, SinkMode::kOffByOne, Layout::kBHTD, true, 40, true},
+      {Shape(1, 2, 2, 70, 50, 16), true, SinkMode::kNone, Layout::kBHTD, true, 1, false},
+      {Shape(1, 2, 1, 60, 60, 8), true, SinkMode::kLearned, Layout::kBHTD, true, 500, true},
+      {Shape(1, 8, 2, 1, 3000, 64), true, SinkMode::kLearned, Layout::kBHTD, false, 1000, false},
+      {Shape(1, 8, 2, 3, 5000, 128), true, SinkMode::kNone, Layout::kBTHD, false, 128, true},
+  };
+  for (const Case& k : cases) {
+    AttentionCase c(k.shape, k.causal, k.sink, k.layout, 29);
+    c.options.window = k.window;
+    const std::vector<float> slopes = AlibiSlopes(k.shape.heads);
+    if (k.options) {
+      c.options.softcap = 2.0f;
+      c.options.alibi_slopes = slopes.data();
+    }
+    SCOPED_TRACE("Tq " + std::to_string(k.shape.q_len) + " Tk " + std::to_string(k.shape.kv_len) +
+                 " W " + std::to_string(k.window));
+    ExpectMatchesReference(c, k.backward);
+  }
+}
+
 // The shape grid of the issue: T x D x causal, self-attention, two query heads sharing one
 // kv head so GQA indexing is always exercised.
 class ExactGridTest : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, bool>> {};

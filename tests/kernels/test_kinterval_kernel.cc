@@ -312,6 +312,9 @@ TEST(KIntervalKernel, RejectsBadCallsBeforeAnyWork) {
   const float slope = 0.5f;
   biased.options.alibi_slopes = &slope;
   EXPECT_THROW(RunKernel(biased, KIntervalOptions{}, Layout::kBHTD), std::invalid_argument);
+  AttentionCase windowed({1, 1, 1, 4, 4, 8}, true, SinkMode::kNone, Layout::kBHTD);
+  windowed.options.window = 2;
+  EXPECT_THROW(RunKernel(windowed, KIntervalOptions{}, Layout::kBHTD), std::invalid_argument);
   std::vector<float> o(32), stats(4);
   std::vector<int32_t> index(4);
   KIntervalForwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), {o.data(), ContiguousBHTD(1, 4, 8)},

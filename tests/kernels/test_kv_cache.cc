@@ -374,6 +374,12 @@ TEST(KvCache, SoftcapAppliesToCachedForwards) {
   ExactForward(c.shape, c.options, c.q.cview(), cache, o.view(), lse.data());
   EXPECT_LE(ScaledMaxError(o.Dense(), biased.o.Dense()), 1e-6);
   EXPECT_GT(ScaledMaxError(biased.o.Dense(), want.o.Dense()), 1e-3);
+  // And a sliding window (§1.5): the step sees its last 300 keys.
+  c.options.window = 300;
+  const KernelOutputs windowed = c.Run(false);
+  ExactForward(c.shape, c.options, c.q.cview(), cache, o.view(), lse.data());
+  EXPECT_LE(ScaledMaxError(o.Dense(), windowed.o.Dense()), 1e-6);
+  EXPECT_GT(ScaledMaxError(windowed.o.Dense(), biased.o.Dense()), 1e-3);
 }
 
 // An engine's bf16 or fp16 activations: Q read exactly, O rounded once; the same bits as the

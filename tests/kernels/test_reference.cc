@@ -210,7 +210,7 @@ INSTANTIATE_TEST_SUITE_P(Reference, ReferenceGradientTest, ::testing::ValuesIn(G
                            return info.param.name;
                          });
 
-// §1.3 and §1.4: the score options' backward against their forward's central differences
+// §1.3-§1.5: the score options' backward against their forward's central differences
 // (the softcap with scores large enough, scale 2.5, that tanh bends them; ALiBi's bias a
 // constant of the inputs, so the backward has no term of its own, alone and under the cap),
 // causal and not, with a learned sink; and each option moves the output.
@@ -221,9 +221,11 @@ TEST(ReferenceGradient, ScoreOptionsBackwardMatchesCentralDifferences) {
   struct Options {
     float scale, softcap;
     const float* alibi;
+    int64_t window;
   };
-  for (const Options& o : {Options{2.5f, 1.5f, nullptr}, Options{1.0f, 0.0f, slopes.data()},
-                           Options{1.0f, 1.5f, slopes.data()}}) {
+  for (const Options& o : {Options{2.5f, 1.5f, nullptr, 0}, Options{1.0f, 0.0f, slopes.data(), 0},
+                           Options{1.0f, 1.5f, slopes.data(), 0}, Options{1.0f, 0.0f, nullptr, 3},
+                           Options{2.5f, 1.5f, slopes.data(), 2}}) {
     for (bool causal : {false, true}) {
       SCOPED_TRACE(std::string(causal ? "causal" : "full") + " softcap " +
                    std::to_string(o.softcap) + (o.alibi != nullptr ? " alibi" : ""));
@@ -236,6 +238,7 @@ TEST(ReferenceGradient, ScoreOptionsBackwardMatchesCentralDifferences) {
       options.scale = o.scale;
       options.softcap = o.softcap;
       options.alibi_slopes = o.alibi;
+      options.window = o.window;
       const ReferenceGradients grads = ReferenceExactBackward(shape, options, inputs, d_o);
       ASSERT_GT(MaxAbs(grads.dq), 1e-2);
       CheckAgainstFiniteDifferences(shape, options, inputs, &inputs.q, grads.dq, d_o, "dq");
@@ -246,6 +249,7 @@ TEST(ReferenceGradient, ScoreOptionsBackwardMatchesCentralDifferences) {
       AttentionOptions plain = options;
       plain.softcap = 0.0f;
       plain.alibi_slopes = nullptr;
+      plain.window = 0;
       const std::vector<double> with = ReferenceExactForward(shape, options, inputs).o;
       const std::vector<double> without = ReferenceExactForward(shape, plain, inputs).o;
       double difference = 0.0;

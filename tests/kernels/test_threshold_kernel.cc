@@ -347,6 +347,9 @@ TEST(ThresholdKernel, RejectsBadCallsBeforeAnyWork) {
   AttentionOptions biased;
   biased.alibi_slopes = slopes;
   expect_rejected(biased, two_views, args, "ALiBi");
+  AttentionOptions windowed;
+  windowed.window = 3;
+  expect_rejected(windowed, two_views, args, "windows");
   ThresholdForwardArgs no_lambda = args;
   no_lambda.lambda_param = nullptr;
   expect_rejected({}, two_views, no_lambda, "lambda_param is null");

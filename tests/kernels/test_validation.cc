@@ -266,6 +266,8 @@ TEST_F(ValidationTest, RejectsBadScoreOptions) {
   }
   bad.emplace_back(AttentionOptions{}, "alibi_slopes[");
   bad.back().first.alibi_slopes = slopes.data();
+  bad.emplace_back(AttentionOptions{}, "window must be >= 0");
+  bad.back().first.window = -1;
   for (const auto& [options, fragment] : bad) {
     SCOPED_TRACE(fragment);
     ExpectForwardRejected(shape_, options, ValidForward(), fragment);

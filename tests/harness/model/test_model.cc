@@ -111,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(Arms, ModelGradientTest,
                          ::testing::Values("exact", "sink", "offbyone", "outgate", "normgate",
                                            "projgate", "sink+normgate", "sink+projgate",
                                            "exact:softcap=2", "sink:softcap=2", "exact:alibi=1",
-                                           "sink:softcap=3,alibi=1"));
+                                           "sink:softcap=3,alibi=1", "exact:window=3",
+                                           "sink:window=2,alibi=1"));
 
 // The tda arm on its own, loss = sum(w * out), against central differences of every 7th input
 // and parameter (lambda inside [0, 1]). The whole-model test above does not suit it: a row
@@ -251,8 +252,9 @@ TEST(Model, KIntervalArmIsTheKernel) {
 TEST(Model, UnknownArmIsRejected) {
   EXPECT_THROW(Gpt(ModelConfig{}, "softmax2", 1), std::invalid_argument);
   for (const char* bad : {"exact:softcap=0", "exact:softcap=-3", "exact:softcap=inf",
-                          "exact:softcap=", "exact:softcap=3x", "exact:window=128",
-                          "exact:alibi=2", "exact:", "exact:alibi=1,softcap=-1"}) {
+                          "exact:softcap=", "exact:softcap=3x", "exact:window=0",
+                          "exact:window=-4", "exact:window=2.5", "exact:alibi=2", "exact:",
+                          "exact:alibi=1,softcap=-1", "exact:gate=1"}) {
     EXPECT_THROW(MakeArm(bad), std::invalid_argument) << bad;
   }
   try {
@@ -281,6 +283,10 @@ TEST(Model, SoftcapArmCapsTheScores) {
   EXPECT_NEAR(loose, exact, 1e-4 * std::abs(exact));
   model.SetArm("exact:alibi=1");
   EXPECT_NE(model.Forward(batch.inputs.data(), batch.targets.data(), 2), exact);
+  model.SetArm("exact:window=2");
+  EXPECT_NE(model.Forward(batch.inputs.data(), batch.targets.data(), 2), exact);
+  model.SetArm("exact:window=1000");  // longer than the context: exact attention
+  EXPECT_EQ(model.Forward(batch.inputs.data(), batch.targets.data(), 2), exact);
 }
 
 // The evaluation swap both ways between exact softmax and K-interval (neither has per-layer
