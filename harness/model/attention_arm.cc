@@ -50,11 +50,13 @@ std::unique_ptr<AttentionArm> MakeScoreOptionsArm(const std::string& spec) {
     const std::string item = rest.substr(0, comma);
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
     const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const std::string key = item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
     char* end = nullptr;
     if (key == "softcap") {
       options.softcap = std::strtof(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !std::isfinite(options.softcap) || options.softcap <= 0.0f) {
+      if (value.empty() || *end != '\0' || !std::isfinite(options.softcap) ||
+          options.softcap <= 0.0f) {
         fail("softcap must be a finite number > 0, got '" + value + "'");
       }
     } else if (key == "alibi") {

@@ -100,7 +100,8 @@ class SoftmaxArm : public AttentionArm {
   }
 
  private:
-  AttentionOptions Options(const ArmShape& s, const float* params, std::vector<float>* slopes) const {
+  AttentionOptions Options(const ArmShape& s, const float* params,
+                           std::vector<float>* slopes) const {
     AttentionOptions options;
     options.causal = true;
     options.sink = sink_;

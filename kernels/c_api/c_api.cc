@@ -418,12 +418,12 @@ lpattn_status lpattn_exact_forward_cached16(const lpattn_shape* shape,
   return Guarded("lpattn_exact_forward_cached16", shape, options,
                  [&](const AttentionShape& s, const AttentionOptions& opts) {
                    CheckCache(cache);
-                   const ConstTensor16 q16{q.data, ToStrides(q.batch_stride, q.head_stride, q.token_stride),
-                                           q.format != nullptr ? ToFormat(q.format, "q.format")
-                                                               : quant::Format::kBf16};
-                   const Tensor16 o16{o.data, ToStrides(o.batch_stride, o.head_stride, o.token_stride),
-                                      o.format != nullptr ? ToFormat(o.format, "o.format")
-                                                          : quant::Format::kBf16};
+                   const ConstTensor16 q16{
+                       q.data, ToStrides(q.batch_stride, q.head_stride, q.token_stride),
+                       q.format != nullptr ? ToFormat(q.format, "q.format") : quant::Format::kBf16};
+                   const Tensor16 o16{
+                       o.data, ToStrides(o.batch_stride, o.head_stride, o.token_stride),
+                       o.format != nullptr ? ToFormat(o.format, "o.format") : quant::Format::kBf16};
                    ExactForward(s, opts, q16, cache->cache, o16, lse, sequences, q_offsets);
                  });
 }

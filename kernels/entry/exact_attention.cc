@@ -137,7 +137,9 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
   run.precision = CachePrecision(c.config, options.precision);
   const auto slot = [&](int64_t b) { return sequences != nullptr ? sequences[b] : b; };
   // Sequence b's first query (token of q and o, row of lse in units of heads) and count.
-  const auto first_query = [&](int64_t b) { return q_offsets != nullptr ? q_offsets[b] : b * shape.q_len; };
+  const auto first_query = [&](int64_t b) {
+    return q_offsets != nullptr ? q_offsets[b] : b * shape.q_len;
+  };
   const auto queries = [&](int64_t b) { return first_query(b + 1) - first_query(b); };
   // Ragged queries are tokens of one [total, heads, head_dim] view: a run's batch stride
   // steps over its sequences' equal query counts.
@@ -177,8 +179,9 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
                   const int64_t* q_offsets) {
   for (const quant::Format f : {q.format, o.format}) {
     if (f != quant::Format::kBf16 && f != quant::Format::kFp16) {
-      throw std::invalid_argument(std::string("lpattn attention: 16-bit Q and O are bf16 or fp16, got ") +
-                                  quant::FormatName(f));
+      throw std::invalid_argument(
+          std::string("lpattn attention: 16-bit Q and O are bf16 or fp16, got ") +
+          quant::FormatName(f));
     }
   }
   // Everything, the caller's views included, as the float forward checks it (strides are in
@@ -201,12 +204,14 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
     return b * size_t(s.batch) + h * size_t(s.head) + t * size_t(s.token);
   };
   for (size_t r = 0; r < count; ++r) {
-    quant::DecodeRow(q.format, q.data + row_of(q.strides, r), 1.0f, q32.data() + row_of(dense, r), dim);
+    quant::DecodeRow(q.format, q.data + row_of(q.strides, r), 1.0f,
+                     q32.data() + row_of(dense, r), dim);
   }
   ExactForward(shape, options, {q32.data(), dense}, cache, {o32.data(), dense}, lse, sequences,
                q_offsets);
   for (size_t r = 0; r < count; ++r) {
-    quant::EncodeRow(o.format, o32.data() + row_of(dense, r), 1.0f, o.data + row_of(o.strides, r), dim);
+    quant::EncodeRow(o.format, o32.data() + row_of(dense, r), 1.0f,
+                     o.data + row_of(o.strides, r), dim);
   }
 }
 

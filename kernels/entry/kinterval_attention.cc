@@ -73,7 +73,8 @@ void CheckKIntervalCall(const AttentionShape& shape, const AttentionOptions& opt
   }
   if (options.softcap != 0.0f || options.alibi_slopes != nullptr || options.window != 0) {
     throw std::invalid_argument(
-        "lpattn K-interval attention: softcap, ALiBi and windows are exact attention's (§1.3-§1.5)");
+        "lpattn K-interval attention: softcap, ALiBi and windows are exact attention's "
+        "(§1.3-§1.5)");
   }
   if (shape.kv_len >= (int64_t(1) << 24)) {
     throw std::invalid_argument("lpattn K-interval attention: kv_len must be below 2^24, got " +

@@ -53,7 +53,9 @@ void CheckOptions(const AttentionOptions& options) {
     message << "options.softcap must be finite and >= 0 (0: off), got " << options.softcap;
     Fail(message.str());
   }
-  if (options.window < 0) Fail("options.window must be >= 0 (0: none), got " + std::to_string(options.window));
+  if (options.window < 0) {
+    Fail("options.window must be >= 0 (0: none), got " + std::to_string(options.window));
+  }
   if (options.sink == SinkMode::kLearned && options.sink_logits == nullptr) {
     Fail("options.sink_logits is null (required with SinkMode::kLearned)");
   }
@@ -66,7 +68,8 @@ void CheckAlibiSlopes(const AttentionShape& shape, const AttentionOptions& optio
   for (int64_t h = 0; h < shape.heads; ++h) {
     if (!std::isfinite(options.alibi_slopes[h])) {
       std::ostringstream message;
-      message << "options.alibi_slopes[" << h << "] must be finite, got " << options.alibi_slopes[h];
+      message << "options.alibi_slopes[" << h << "] must be finite, got "
+              << options.alibi_slopes[h];
       Fail(message.str());
     }
   }

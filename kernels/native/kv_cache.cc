@@ -61,8 +61,8 @@ EncodedTokens Encode(quant::Format format, ConstTensor t, int64_t heads, int64_t
     quant::QuantSpec spec;
     spec.format = format;
     spec.granularity = quant::Granularity::kToken;
-    quant::QuantizeToCodes(spec, {t.data, 1, heads, tokens, dim, 0, t.strides.head, t.strides.token},
-                           e.codes8.data(), e.scales.data(), what);
+    const quant::TensorView rows{t.data, 1, heads, tokens, dim, 0, t.strides.head, t.strides.token};
+    quant::QuantizeToCodes(spec, rows, e.codes8.data(), e.scales.data(), what);
   }
   return e;
 }
@@ -235,8 +235,10 @@ void KvCache::Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTenso
   ValidateKeyShaped(k, rows, "k");
   ValidateKeyShaped(v, rows, "v");
   // Both sides are encoded before either is stored, so a value one format rejects changes nothing.
-  const EncodedTokens ek = Encode(c.k_format, k, c.kv_heads, tokens, c.head_dim, "lpattn KvCache K");
-  const EncodedTokens ev = Encode(c.v_format, v, c.kv_heads, tokens, c.head_dim, "lpattn KvCache V");
+  const EncodedTokens ek =
+      Encode(c.k_format, k, c.kv_heads, tokens, c.head_dim, "lpattn KvCache K");
+  const EncodedTokens ev =
+      Encode(c.v_format, v, c.kv_heads, tokens, c.head_dim, "lpattn KvCache V");
   Store(*impl_, impl_->k, ek, sequence, length, tokens);
   Store(*impl_, impl_->v, ev, sequence, length, tokens);
   impl_->lengths[size_t(sequence)] = length + tokens;
