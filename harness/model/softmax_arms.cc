@@ -44,12 +44,13 @@ class SoftmaxArm : public AttentionArm {
                 const float*, HeadDiagnostics* per_head) const override {
     const double scale = 1.0 / std::sqrt(double(s.head_dim()));
     std::vector<double> scores;
+    const std::vector<float> slopes =
+        score_.alibi ? AlibiSlopes(int64_t(s.n_head)) : std::vector<float>{};
     DiagnoseRows(s, per_head, [&](size_t b, size_t h, size_t i, std::vector<double>& w,
                                   double& abstention) {
       RowScores(s, qkv, qkv + s.C, 3 * s.C, b, h, i, scale, false, scores);
       if (score_.alibi) {  // docs/math.md §1.4: key j of the row's i + 1 is i - j before it
-        const double slope = AlibiSlopes(int64_t(s.n_head))[h];
-        for (size_t j = 0; j < scores.size(); ++j) scores[j] -= slope * double(i - j);
+        for (size_t j = 0; j < scores.size(); ++j) scores[j] -= slopes[h] * double(i - j);
       }
       if (score_.softcap != 0.0f) {  // docs/math.md §1.3
         for (double& x : scores) x = score_.softcap * std::tanh(x / score_.softcap);

@@ -61,8 +61,8 @@ EncodedTokens Encode(quant::Format format, ConstTensor t, int64_t heads, int64_t
     quant::QuantSpec spec;
     spec.format = format;
     spec.granularity = quant::Granularity::kToken;
-    const quant::TensorView rows{t.data, 1, heads, tokens, dim, 0, t.strides.head, t.strides.token};
-    quant::QuantizeToCodes(spec, rows, e.codes8.data(), e.scales.data(), what);
+    const quant::TensorView view{t.data, 1, heads, tokens, dim, 0, t.strides.head, t.strides.token};
+    quant::QuantizeToCodes(spec, view, e.codes8.data(), e.scales.data(), what);
   }
   return e;
 }
@@ -94,7 +94,7 @@ void Store(const KvCache::Impl& c, CacheSide& side, const EncodedTokens& e, int6
 }
 
 // Token row (slot, head, token) of a side decoded to fp32.
-void DecodeRow(const KvCache::Impl& c, const CacheSide& side, int64_t slot, int64_t head,
+void ReadRow(const KvCache::Impl& c, const CacheSide& side, int64_t slot, int64_t head,
                int64_t token, float* out) {
   const size_t at = c.Offset(slot, head, token), d = size_t(c.config.head_dim);
   if (side.format == quant::Format::kFp32) {
@@ -309,9 +309,9 @@ void KvCache::Read(int64_t sequence, int64_t first, int64_t tokens, Tensor k, Te
   for (int64_t h = 0; h < c.kv_heads; ++h) {
     for (int64_t j = 0; j < tokens; ++j) {
       const int64_t at = h * k.strides.head + j * k.strides.token;
-      if (k.data != nullptr) DecodeRow(*impl_, impl_->k, sequence, h, first + j, k.data + at);
+      if (k.data != nullptr) ReadRow(*impl_, impl_->k, sequence, h, first + j, k.data + at);
       const int64_t v_at = h * v.strides.head + j * v.strides.token;
-      if (v.data != nullptr) DecodeRow(*impl_, impl_->v, sequence, h, first + j, v.data + v_at);
+      if (v.data != nullptr) ReadRow(*impl_, impl_->v, sequence, h, first + j, v.data + v_at);
     }
   }
 }
