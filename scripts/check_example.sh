@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the examples against an installed lpattn, both ways a user would:
-# find_package(lpattn) in CMake (examples/c_api and examples/cpp_api), and pkg-config with a
-# plain C compiler (examples/c_api).
+# find_package(lpattn) in CMake (examples/c_api, examples/cpp_api and examples/engine), and
+# pkg-config with a plain C compiler (examples/c_api). The engine serves checkpoints the
+# installed `lpattn train` makes, and must match `lpattn logits` on their prompts.
 #   scripts/check_example.sh BUILD_DIR     (a built lpattn build tree)
 set -euo pipefail
 
@@ -51,5 +52,37 @@ echo "pkg-config --cflags --libs lpattn: $pc_flags"
 "${CC:-cc}" -std=c99 -Wall -Wextra -Werror "$example_dir/main.c" -o "$work/example_pc" \
   $pc_flags -lm
 LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$work/example_pc"
+
+echo "== the example engine: find_package(lpattn), checkpoints from the installed lpattn"
+cmake -S "$source_dir/examples/engine" -B "$work/engine-build" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_BUILD_TYPE=Release >"$work/configure-engine.log" || {
+  cat "$work/configure-engine.log" >&2
+  exit 1
+}
+cmake --build "$work/engine-build" >"$work/build-engine.log" || {
+  cat "$work/build-engine.log" >&2
+  exit 1
+}
+engine="$work/engine-build/lpattn_engine"
+lpattn="$prefix/bin/lpattn"
+# Three arms the engine serves (a sink, ALiBi, a softcap and a window shorter than the prompts
+# among them), trained briefly on the README; prompts of different lengths make ragged calls.
+for arm in exact "sink:alibi=1,window=16,softcap=30" offbyone; do
+  run="$work/run-${arm%%:*}"
+  "$lpattn" train --preset tiny --steps 100 --eval-every 50 --arm "$arm" \
+    --data "$source_dir/README.md" --out "$run" >"$work/train.log" 2>&1 || {
+    cat "$work/train.log" >&2
+    exit 1
+  }
+  "$lpattn" logits --checkpoint "$run/checkpoint.bin" --prompt "The kernels of lpattn are" \
+    --prompt "int8 " --prompt "A K-interval grid approximates exp with" --out "$run/logits.json"
+  # Every cache format (each against its default bound), contiguous and in pages of 16.
+  for kv in fp32 bf16 fp16 int8 fp8e4m3 fp8e5m2; do
+    "$engine" "$run/checkpoint.bin" --check "$run/logits.json" --kv "$kv" | tail -n 1
+    "$engine" "$run/checkpoint.bin" --check "$run/logits.json" --kv "$kv" --block-size 16 \
+      | tail -n 1
+  done
+done
+"$engine" "$run/checkpoint.bin" --prompt "The " --prompt "int8 is" --tokens 24 --kv int8
 
 echo "== examples_installed: ok"

@@ -1,5 +1,5 @@
 // The subcommands of the `lpattn` command (main.cc), one file per group: info_command.cc,
-// train_commands.cc (train, eval, sweep, report), quant_error_command.cc and
+// train_commands.cc (train, eval, logits, sweep, report), quant_error_command.cc and
 // onehead_command.cc. Each group's Add...Command(s) declares its subcommands and their options
 // on the app and appends each, with the work it does, to `commands`; main runs the one parsed.
 #ifndef LPATTN_HARNESS_CLI_COMMANDS_H_
@@ -23,7 +23,7 @@ using Commands = std::vector<Command>;
 
 // In the order `lpattn --help` lists them.
 void AddInfoCommand(CLI::App& app, Commands& commands);        // info
-void AddTrainCommands(CLI::App& app, Commands& commands);      // train, eval, sweep, report
+void AddTrainCommands(CLI::App& app, Commands& commands);      // train, eval, logits, sweep, report
 void AddQuantErrorCommand(CLI::App& app, Commands& commands);  // quant-error
 void AddOneheadCommand(CLI::App& app, Commands& commands);     // onehead
 

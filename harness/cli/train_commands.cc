@@ -1,7 +1,7 @@
-// `lpattn train`, `eval`, `sweep` and `report`: training runs of the small GPT under an
-// attention arm, evaluating their checkpoints, sweeps of arms x seeds and their reports. The
-// run configuration options (the preset and the flags that override it) are shared by train
-// and sweep.
+// `lpattn train`, `eval`, `logits`, `sweep` and `report`: training runs of the small GPT under
+// an attention arm, evaluating their checkpoints (and their logits on prompts), sweeps of
+// arms x seeds and their reports. The run configuration options (the preset and the flags
+// that override it) are shared by train and sweep.
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/cli/commands.h"
+#include "harness/common/atomic_file.h"
 #include "harness/common/figures.h"
 #include "harness/model/attention_arm.h"
 #include "harness/model/config.h"
@@ -256,6 +257,55 @@ int RunEval(const EvalOptions& options) {
   return 0;
 }
 
+// ---- logits ----------------------------------------------------------------------------------
+
+struct LogitsOptions {
+  std::string checkpoint, arm, out;
+  std::vector<std::string> prompts;
+};
+
+CLI::App* AddLogits(CLI::App& app, LogitsOptions& options) {
+  CLI::App* logits = app.add_subcommand(
+      "logits", "the full-sequence forward's logits on prompts, as JSON (what an engine checks "
+                "its decode against: examples/engine)");
+  logits->add_option("--checkpoint", options.checkpoint, "checkpoint.bin of a run")->required();
+  logits->add_option("--prompt", options.prompts, "a prompt (bytes; repeat for several)")
+      ->required();
+  logits->add_option("--arm", options.arm, "run with this arm (default: the trained one)");
+  logits->add_option("--out", options.out, "JSON file to write")->required();
+  return logits;
+}
+
+// docs/harness.md §3.6: {checkpoint, step, arm, model, prompts: [{tokens, logits}]}, each
+// prompt's logits one array of vocab numbers per position.
+int RunLogits(const LogitsOptions& options) {
+  if (!options.arm.empty()) CheckArm(options.arm);
+  const harness::CheckpointState state = harness::ReadCheckpoint(options.checkpoint);
+  const std::vector<std::vector<float>> logits =
+      harness::PrefixLogits(options.checkpoint, options.arm, options.prompts);
+  const size_t V = size_t(state.config.model.vocab);
+  nlohmann::json prompts = nlohmann::json::array();
+  for (size_t p = 0; p < logits.size(); ++p) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (size_t i = 0; i < logits[p].size(); i += V) {
+      rows.push_back(std::vector<float>(logits[p].begin() + std::ptrdiff_t(i),
+                                        logits[p].begin() + std::ptrdiff_t(i + V)));
+    }
+    const std::string& text = options.prompts[p];
+    prompts.push_back({{"tokens", std::vector<uint8_t>(text.begin(), text.end())},
+                       {"logits", std::move(rows)}});
+  }
+  const nlohmann::json out = {{"checkpoint", options.checkpoint},
+                              {"step", state.step},
+                              {"arm", options.arm.empty() ? state.config.arm : options.arm},
+                              {"model", state.config.model},
+                              {"prompts", std::move(prompts)}};
+  harness::WriteFileAtomically(options.out, out.dump() + "\n");
+  std::printf("wrote %s (%zu prompts, arm %s)\n", options.out.c_str(), logits.size(),
+              out["arm"].get<std::string>().c_str());
+  return 0;
+}
+
 // ---- sweep and report ------------------------------------------------------------------------
 
 void PrintReport(const std::string& dir) {
@@ -365,6 +415,8 @@ void AddTrainCommands(CLI::App& app, Commands& commands) {
   commands.push_back({AddTrain(app, *train), [train] { return RunTrain(*train); }});
   auto eval = std::make_shared<EvalOptions>();
   commands.push_back({AddEval(app, *eval), [eval] { return RunEval(*eval); }});
+  auto logits = std::make_shared<LogitsOptions>();
+  commands.push_back({AddLogits(app, *logits), [logits] { return RunLogits(*logits); }});
   auto sweep = std::make_shared<SweepOptions>();
   commands.push_back({AddSweep(app, *sweep), [sweep] { return RunSweep(*sweep); }});
   auto report = std::make_shared<ReportOptions>();

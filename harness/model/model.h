@@ -43,6 +43,8 @@ class Gpt {
   std::vector<float>& params() { return params_; }
   const std::vector<float>& params() const { return params_; }
   const std::vector<float>& grads() const { return grads_; }
+  // The last Forward's logits, [batch][context][vocab].
+  const float* logits() const { return acts_.data() + logits_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ModelConfig& config() const { return model_; }
   const AttentionArm& arm() const { return *arm_; }

@@ -1,6 +1,7 @@
 // Training runs and checkpoint evaluation (docs/harness.md §1-§3).
 #include "harness/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -8,6 +9,8 @@
 #include <functional>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "harness/common/atomic_file.h"
 #include "harness/model/model.h"
@@ -244,20 +247,62 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
   });
 }
 
+namespace {
+
+// A checkpoint's model with its weights, sized for max_batch windows, under `arm` if given.
+Gpt LoadModel(const std::string& checkpoint_path, const CheckpointState& state,
+              const std::string& arm, size_t max_batch) {
+  Gpt model(state.config.model, state.config.arm, max_batch);
+  if (state.params.size() != model.params().size()) {
+    throw std::runtime_error("checkpoint " + checkpoint_path +
+                             " holds a different number of parameters than its config");
+  }
+  model.params() = state.params;
+  if (!arm.empty()) model.SetArm(arm);
+  return model;
+}
+
+}  // namespace
+
 double EvaluateCheckpoint(const std::string& checkpoint_path, const std::string& arm,
                           const std::string& data) {
   const CheckpointState state = ReadCheckpoint(checkpoint_path);
-  TrainConfig config = state.config;
+  const TrainConfig& config = state.config;
   const Corpus corpus = LoadCorpus(CorpusPath(config, data), size_t(config.model.context));
   return InArena(config.threads, [&] {
-    Gpt model(config.model, config.arm, size_t(config.batch));
-    if (state.params.size() != model.params().size()) {
-      throw std::runtime_error("checkpoint " + checkpoint_path +
-                               " holds a different number of parameters than its config");
-    }
-    model.params() = state.params;
-    if (!arm.empty()) model.SetArm(arm);
+    Gpt model = LoadModel(checkpoint_path, state, arm, size_t(config.batch));
     return ValidationLoss(model, config, corpus.validation);
+  });
+}
+
+std::vector<std::vector<float>> PrefixLogits(const std::string& checkpoint_path,
+                                             const std::string& arm,
+                                             const std::vector<std::string>& prompts) {
+  const CheckpointState state = ReadCheckpoint(checkpoint_path);
+  const size_t T = size_t(state.config.model.context), V = size_t(state.config.model.vocab);
+  if (prompts.empty()) throw std::invalid_argument("PrefixLogits: no prompts");
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    if (prompts[p].empty() || prompts[p].size() > T) {
+      throw std::invalid_argument("prompt " + std::to_string(p + 1) + " has " +
+                                  std::to_string(prompts[p].size()) +
+                                  " bytes; the model takes 1 to " + std::to_string(T));
+    }
+  }
+  // Causal attention: a prefix's logits do not depend on what follows it, so each prompt is
+  // one window padded with zero bytes.
+  std::vector<uint8_t> windows(prompts.size() * T, 0);
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    std::copy(prompts[p].begin(), prompts[p].end(), windows.begin() + std::ptrdiff_t(p * T));
+  }
+  return InArena(state.config.threads, [&] {
+    Gpt model = LoadModel(checkpoint_path, state, arm, prompts.size());
+    model.Forward(windows.data(), nullptr, prompts.size());
+    std::vector<std::vector<float>> logits(prompts.size());
+    for (size_t p = 0; p < prompts.size(); ++p) {
+      const float* first = model.logits() + p * T * V;
+      logits[p].assign(first, first + prompts[p].size() * V);
+    }
+    return logits;
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "harness/model/config.h"
 
@@ -41,6 +42,15 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
 // attention arm it was trained with or, if `arm` is not empty, with that arm.
 double EvaluateCheckpoint(const std::string& checkpoint_path, const std::string& arm,
                           const std::string& data);
+
+// The full-sequence forward's logits at every position of each prompt (byte tokens, 1 to
+// context of them), under a checkpoint's weights with its own arm or, if `arm` is not empty,
+// that one: [prompt][position * vocab + token]. What an engine serving the checkpoint must
+// reproduce (examples/engine; docs/harness.md §3.6). Throws std::invalid_argument naming the
+// prompt that is empty or longer than the context.
+std::vector<std::vector<float>> PrefixLogits(const std::string& checkpoint_path,
+                                             const std::string& arm,
+                                             const std::vector<std::string>& prompts);
 
 }  // namespace lpattn::harness
 

@@ -1,6 +1,7 @@
 // Training runs end to end on a generated corpus: the loss falls, runs are reproducible bit
 // for bit, an interrupted run resumed from its checkpoint ends where an uninterrupted one
-// does, the evaluation swap works, and bad requests fail before anything is written.
+// does, the evaluation swap works, prompts' logits are the forward's, and bad requests fail
+// before anything is written.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -11,7 +12,9 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include "harness/model/model.h"
 #include "harness/train/checkpoint.h"
 #include "harness/train/trainer.h"
 #include "tests/harness/harness_fixture.h"
@@ -103,6 +106,38 @@ TEST(Trainer, EvaluationSwap) {
   EXPECT_NE(swapped, s.final_val_loss);
   // A sink needs per-layer logits that an exact model does not have.
   EXPECT_THROW(EvaluateCheckpoint(checkpoint, "sink", ""), std::invalid_argument);
+}
+
+// The logits an engine checks itself against (docs/harness.md §3.6): a prompt's rows are the
+// model's forward on a window it begins, whatever follows it and whatever else is in the call.
+TEST(Trainer, PrefixLogitsAreTheForwardOnThePrompt) {
+  ScratchDir dir("lpattn-logits");
+  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  c.arm = "sink:window=8";
+  TrainRun(c, dir / "run", false, nullptr);
+  const std::string checkpoint = dir / "run/checkpoint.bin";
+  const std::vector<std::string> prompts = {"The cat sat on the mat", "A"};
+  const auto logits = PrefixLogits(checkpoint, "", prompts);
+  ASSERT_EQ(logits.size(), 2u);
+  const size_t T = size_t(c.model.context), V = size_t(c.model.vocab);
+  ASSERT_EQ(logits[0].size(), prompts[0].size() * V);
+  ASSERT_EQ(logits[1].size(), V);
+
+  Gpt model(c.model, c.arm, 1);
+  model.params() = ReadCheckpoint(checkpoint).params;
+  std::vector<uint8_t> window(T, 'x');  // other bytes after the prompt than PrefixLogits's
+  std::copy(prompts[0].begin(), prompts[0].end(), window.begin());
+  model.Forward(window.data(), nullptr, 1);
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    ASSERT_NEAR(logits[0][i], model.logits()[i], 1e-5f) << "position " << i / V;
+  }
+  EXPECT_EQ(PrefixLogits(checkpoint, "", {prompts[1]})[0], logits[1]);
+  // Another arm gives other logits; bad prompts are named.
+  EXPECT_NE(PrefixLogits(checkpoint, "sink", {prompts[0]})[0], logits[0]);
+  EXPECT_THROW(PrefixLogits(checkpoint, "", {""}), std::invalid_argument);
+  EXPECT_THROW(PrefixLogits(checkpoint, "", {"ok", std::string(T + 1, 'a')}),
+               std::invalid_argument);
+  EXPECT_THROW(PrefixLogits(checkpoint, "", {}), std::invalid_argument);
 }
 
 TEST(Trainer, BadRequestsFailBeforeWriting) {
