@@ -222,6 +222,16 @@ void BM_PreparedForward(benchmark::State& state, const Precision& precision) {
   state.counters["kv_bytes"] = double(kv->StorageBytes());
 }
 
+// Decode's counters for a call that reads `bytes` of keys and values: GBps, and bw_frac against
+// peak_bw of the same thread count in the same run.
+void SetDecodeCounters(benchmark::State& state, double bytes, int threads) {
+  const double gigabytes = bytes * 1e-9;
+  state.counters["GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["bw_frac"] = benchmark::Counter(gigabytes / MeasuredPeakBandwidth(threads),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["kv_bytes"] = bytes;
+}
+
 // exact_decode*: q_len new queries (1; 4 and 16 for speculative decoding) against kv_len keys
 // held in a PreparedKv of the cache's format, batch 1, causal (docs/performance.md §1). A call
 // reads the cache once: GBps counts the bytes it holds per second, bw_frac divides them by
@@ -241,11 +251,7 @@ void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precisio
     return;
   }
   for (auto _ : state) ExactForward(shape, options, args.q, *kv, args.o, args.lse);
-  const double gigabytes = double(kv->StorageBytes()) * 1e-9;
-  state.counters["GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bw_frac"] = benchmark::Counter(gigabytes / MeasuredPeakBandwidth(threads),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["kv_bytes"] = double(kv->StorageBytes());
+  SetDecodeCounters(state, double(kv->StorageBytes()), threads);
 }
 
 // exact_decode_cache: the same step against a KvCache (kernels/kv_cache.h) of the format,
@@ -274,11 +280,7 @@ void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format
   }
   cache.Append(0, shape.kv_len, args.k, args.v);
   for (auto _ : state) ExactForward(shape, options, args.q, cache, args.o, args.lse);
-  const double gigabytes = double(cache.StorageBytes()) * 1e-9;
-  state.counters["GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["bw_frac"] = benchmark::Counter(gigabytes / MeasuredPeakBandwidth(threads),
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["kv_bytes"] = double(cache.StorageBytes());
+  SetDecodeCounters(state, double(cache.StorageBytes()), threads);
 }
 
 // exact_window_{fwd,bwd}: causal self-attention with a sliding window of W keys (docs/math.md
@@ -486,6 +488,19 @@ void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) 
   BM_KIntervalForwardAt(state, kint, Precision{});
 }
 
+// kint_decode: K-interval's decode step (docs/design.md §8) on fp32 K and V, causal; its keys
+// are read twice (the statistics pass, then the weights), the bytes counted once.
+void BM_KIntervalDecode(benchmark::State& state, AttentionShape shape, KIntervalOptions kint,
+                        int threads) {
+  AttentionOptions options;
+  options.causal = true;
+  options.threads = threads;
+  KIntervalBuffers buffers(shape);
+  const KIntervalForwardArgs args = buffers.Args();
+  for (auto _ : state) KIntervalForward(shape, options, kint, args);
+  SetDecodeCounters(state, 2.0 * sizeof(float) * double(KvElements(shape)), threads);
+}
+
 // One untimed forward provides O and the saved statistics; only the backward is timed.
 void BM_KIntervalBackward(benchmark::State& state, const KIntervalOptions& kint) {
   const BenchConfig config = ConfigOf(state);
@@ -562,6 +577,19 @@ void BM_ThresholdForward(benchmark::State& state, const ThresholdOptions& thresh
                   config.options.threads);
   state.counters["zero_frac"] =
       buffers.ZeroFraction(config.shape, config.options.causal, threshold.views);
+}
+
+// tda_decode: thresholded attention's decode step on fp32 K (one per view) and V, causal.
+void BM_ThresholdDecode(benchmark::State& state, AttentionShape shape, ThresholdOptions threshold,
+                        int threads) {
+  AttentionOptions options;
+  options.causal = true;
+  options.threads = threads;
+  ThresholdBuffers buffers(shape, threshold.views);
+  const ThresholdForwardArgs args = buffers.Args();
+  for (auto _ : state) ThresholdForward(shape, options, threshold, args);
+  SetDecodeCounters(state, (1.0 + threshold.views) * sizeof(float) * double(KvElements(shape)),
+                    threads);
 }
 
 // One untimed forward measures the zeros; only the backward is timed.
@@ -804,6 +832,19 @@ const bool kRegistered = [] {
     const std::string name = "tda:" + FormatThreshold(threshold);
     RegisterFamily(kAttentionGrid, name + "_fwd", BM_ThresholdForward, threshold);
     RegisterFamily(kAttentionGrid, name + "_bwd", BM_ThresholdBackward, threshold);
+  }
+  // The other transforms' decode step, beside exact_decode/.../kv:fp32 (fp32 K and V).
+  for (const int64_t kv_len : {4096, 32768}) {
+    const AttentionShape shape{1, 32, 8, 1, kv_len, 128};
+    const std::string tail = "/Tk:" + std::to_string(kv_len) + "/D:128/H:32/Hkv:8/threads:2";
+    benchmark::RegisterBenchmark(("kint_decode" + tail).c_str(), BM_KIntervalDecode, shape,
+                                 ParseKInterval("K=4"), 2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("tda_decode" + tail).c_str(), BM_ThresholdDecode, shape,
+                                 ParseThreshold("views=1"), 2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   RegisterFamily(kGateGrid, "gate:norm_fwd", BM_GateForward, ValueGateKind::kNorm);
   RegisterFamily(kGateGrid, "gate:norm_bwd", BM_GateBackward, ValueGateKind::kNorm);

@@ -27,9 +27,25 @@ T* Row(T* data, const Strides& s, size_t b, size_t h, size_t t) {
   return data + b * size_t(s.batch) + h * size_t(s.head) + t * size_t(s.token);
 }
 
+// Q's rows copied into [B, H, T, D] order.
+void CopyQueryRows(ConstTensor& q, size_t batch, size_t heads, size_t q_len, size_t dim,
+                   std::vector<float, native::PooledAllocator<float>>& rows) {
+  const Strides dense = ContiguousBHTD(int64_t(heads), int64_t(q_len), int64_t(dim));
+  rows.resize(batch * heads * q_len * dim);
+  for (size_t b = 0; b < batch; ++b) {
+    for (size_t h = 0; h < heads; ++h) {
+      for (size_t t = 0; t < q_len; ++t) {
+        const float* row = Row(q.data, q.strides, b, h, t);
+        std::copy(row, row + dim, Row(rows.data(), dense, b, h, t));
+      }
+    }
+  }
+  q = {rows.data(), dense};
+}
+
 }  // namespace
 
-DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args) {
+DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args, ConstTensor* second_q) {
   const size_t group = p.group();
   if (DecodeTileRows(p.heads, p.kv_heads, p.q_len) != p.q_len) {
     const int64_t q_len = int64_t(p.q_len), g = int64_t(group);
@@ -39,16 +55,13 @@ DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args) {
       const Strides dense = ContiguousBHTD(int64_t(p.heads), q_len, int64_t(p.dim));
       batch_ = p.batch, heads_ = p.heads, q_len_ = p.q_len, dim_ = p.dim;
       if (GroupRowStrides(args.q.strides, q_len, g).token == 0) {  // copied into [B, H, T, D]
-        q_rows_.resize(batch_ * heads_ * q_len_ * dim_);
-        for (size_t b = 0; b < batch_; ++b) {
-          for (size_t h = 0; h < heads_; ++h) {
-            for (size_t t = 0; t < q_len_; ++t) {
-              const float* row = Row(args.q.data, args.q.strides, b, h, t);
-              std::copy(row, row + dim_, Row(q_rows_.data(), dense, b, h, t));
-            }
-          }
+        CopyQueryRows(args.q, batch_, heads_, q_len_, dim_, q_rows_);
+      }
+      if (second_q != nullptr) {
+        if (GroupRowStrides(second_q->strides, q_len, g).token == 0) {
+          CopyQueryRows(*second_q, batch_, heads_, q_len_, dim_, q2_rows_);
         }
-        args.q = {q_rows_.data(), dense};
+        second_q->strides = GroupRowStrides(second_q->strides, q_len, g);
       }
       if (GroupRowStrides(args.o.strides, q_len, g).token == 0) {  // written there, copied back
         o_rows_.resize(batch_ * heads_ * q_len_ * dim_);

@@ -19,17 +19,18 @@ namespace lpattn {
 // (AttentionProblem::key_block). Q and O must step through a group's rows with one stride; a
 // layout that does not ([B, T, H, D] with q_len > 1) has its Q rows copied into [B, H, T, D]
 // order and its O written there and copied back by Finish. All of it depends on the shape and
-// strides only, never on the thread count. For transforms that merge key blocks (exact
-// attention).
+// strides only, never on the thread count. For transforms that merge key blocks and read
+// their rows through the grouped layout (exact and K-interval attention).
 class DecodePlan {
  public:
-  DecodePlan(AttentionProblem& problem, ForwardArgs& args);
+  // second_q: a second view's queries (thresholded attention's), grouped as args.q is.
+  DecodePlan(AttentionProblem& problem, ForwardArgs& args, ConstTensor* second_q = nullptr);
   // After the kernel: O's rows into the caller's layout, when they were written to a copy.
   void Finish() const;
 
  private:
   using Buffer = std::vector<float, native::PooledAllocator<float>>;
-  Buffer q_rows_, o_rows_;
+  Buffer q_rows_, q2_rows_, o_rows_;
   Tensor caller_o_;
   size_t batch_ = 0, heads_ = 0, q_len_ = 0, dim_ = 0;
 };

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
 #include "kernels/kinterval.h"
 #include "kernels/native/quantized_operands.h"
@@ -106,8 +107,15 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
   RunWithThreads(options.threads, [&] {
     QuantizedOperands operands(shape, options.precision);
     AttentionProblem coded = problem;
-    const KIntervalForwardArgs in = operands.SubstituteForward(args, coded);
+    KIntervalForwardArgs in = operands.SubstituteForward(args, coded);
+    // The decode plan (docs/design.md §8): the saved statistics are [B, H, q_len] rows, which
+    // a GQA group's grouped rows keep in order.
+    ForwardArgs grouped{in.q, in.k, in.v, in.o, in.saved.m};
+    const DecodePlan plan(coded, grouped);
+    in.q = grouped.q;
+    in.o = grouped.o;
     HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(coded, kint, in);
+    plan.Finish();
   });
 }
 

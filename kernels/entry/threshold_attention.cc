@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
 #include "kernels/native/quantized_operands.h"
 #include "kernels/skeleton/attention_problem.h"
@@ -46,8 +47,9 @@ ThresholdTransform MakeTransform(const AttentionProblem& problem, const Threshol
   transform.power = call.options.power;
   transform.tau = call.tau.data();
   transform.lambda = call.lambda.empty() ? nullptr : call.lambda.data();
-  transform.q_len = problem.q_len;
-  transform.heads = problem.heads;
+  // The call's shape, which a grouped problem (docs/design.md §8) no longer shows directly.
+  transform.q_len = problem.head_rows != 0 ? problem.head_rows : problem.q_len;
+  transform.heads = problem.heads * problem.query_group;
   transform.rows = problem.batch * problem.heads * problem.q_len;
   return transform;
 }
@@ -93,9 +95,9 @@ void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& opt
                         const ThresholdOptions& threshold, const float* lambda_param) {
   ValidateThreshold(threshold);
   ValidateShapeAndOptions(shape, options);
-  if (options.sink != SinkMode::kNone) Fail("sinks are not defined for it (§3)");
+  if (options.sink != SinkMode::kNone) Fail("sinks are not defined for it (docs/math.md §3)");
   if (options.softcap != 0.0f || options.alibi_slopes != nullptr || options.window != 0) {
-    Fail("softcap, ALiBi and windows are exact attention's (§1.3-§1.5)");
+    Fail("softcap, ALiBi and windows are exact attention's (docs/math.md §1.3-§1.5)");
   }
   if (shape.kv_len >= (int64_t(1) << 24)) {
     Fail("kv_len must be below 2^24, got " + std::to_string(shape.kv_len));
@@ -224,18 +226,20 @@ void ThresholdForward(const AttentionShape& shape, const AttentionOptions& optio
   problem.unit_queries = threshold.l2_normalize;
   RunWithThreads(options.threads, [&] {
     QuantizedOperands operands(shape, options.precision);
-    const ThresholdForwardArgs in = Simulated(operands, args, threshold.views);
-    if (!threshold.l2_normalize) {
-      HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, in);
-      return;
+    ThresholdForwardArgs in = Simulated(operands, args, threshold.views);
+    for (int t = 0; t < threshold.views && threshold.l2_normalize; ++t) {
+      in.k[t] = Normalise(in.k[t], shape.batch, shape.kv_heads, shape.kv_len, shape.head_dim,
+                          t == 0 ? kKeys0 : kKeys1)
+                    .view;
     }
-    ThresholdForwardArgs normalised = in;
-    for (int t = 0; t < threshold.views; ++t) {
-      normalised.k[t] = Normalise(in.k[t], shape.batch, shape.kv_heads, shape.kv_len,
-                                  shape.head_dim, t == 0 ? kKeys0 : kKeys1)
-                            .view;
-    }
-    HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(problem, call, normalised);
+    // The decode plan (docs/design.md §8), the second view's queries grouped as the first's.
+    AttentionProblem planned = problem;
+    ForwardArgs grouped{in.q[0], in.k[0], in.v, in.o, nullptr};
+    const DecodePlan plan(planned, grouped, threshold.views == 2 ? &in.q[1] : nullptr);
+    in.q[0] = grouped.q;
+    in.o = grouped.o;
+    HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(planned, call, in);
+    plan.Finish();
   });
 }
 

@@ -33,6 +33,12 @@
 //       row sums sum_j dS and sum_j a dP reach FinishTerms (no terms pass).
 //   FinishForward(state, nq, out_factor, row)    final output factor; saves the statistics of
 //       rows [row, row + nq) of the [batch, heads, q_len] grid
+//   kMergesKeyBlocks (split-KV, docs/math.md §5): a key block's kBlockState floats a row,
+//       SaveBlock(state, nq, stride, out) and EmptyBlock(nq, stride, out) (no visible key);
+//       MergeBlocks(states, blocks, stride, i, sink, row, weights) gives row i's weight per
+//       block's output and saves the row's statistics; with kRowStatsPass also
+//       MergeObserved(block_states, blocks, merged) and SaveObserved(merged, nq, row), the
+//       statistics merged before any block weighs
 //   kRowParams, RowParams(row, delta, out)      the backward's view of a row, kRowParams floats
 //   WeightAndGrad(d, s, dp, params, w, ds)      the backward's elementwise map: the weight (for
 //       dV) and dS from a score and dP, with the row's parameters as vectors

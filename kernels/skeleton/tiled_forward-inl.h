@@ -45,10 +45,16 @@ HWY_INLINE size_t ForwardColumns(size_t nq) {
 
 // Split-KV's partial results (docs/math.md §5), per (query tile, key block) task: the tile's
 // rows' unnormalised outputs o = sum_j w_j v_j ([rows][padded_dim]), then the transform's
-// per-row state (Transform::kBlockState floats a row: m and Z for softmax).
+// per-row state (Transform::kBlockState floats a row: m and Z for softmax). A transform with a
+// statistics pass first observes each block alone (`observing`: into observed_blocks[task]),
+// and its blocks' weighting then starts from the tile's merged statistics (observed_tiles).
+template <class Transform>
 struct KeyBlockPartials {
   float* data = nullptr;
-  size_t rows = 0, padded_dim = 0, state = 0;
+  size_t rows = 0, padded_dim = 0, state = 0, blocks = 0;
+  typename Transform::ForwardState* observed_blocks = nullptr;
+  typename Transform::ForwardState* observed_tiles = nullptr;
+  bool observing = false;
   size_t TaskFloats() const { return rows * (padded_dim + state); }
   float* Outputs(size_t task) const { return data + task * TaskFloats(); }
   float* State(size_t task) const { return Outputs(task) + rows * padded_dim; }
@@ -60,8 +66,9 @@ struct KeyBlockPartials {
 template <class Transform>
 HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& args,
                                 const Transform& tr, const SecondView& second, const TileTask& t,
-                                size_t k_begin, size_t k_end, const KeyBlockPartials* partials,
-                                size_t partial_task, TileWorkspace& ws) {
+                                size_t k_begin, size_t k_end,
+                                const KeyBlockPartials<Transform>* partials, size_t partial_task,
+                                TileWorkspace& ws) {
   const auto [b, h, i0, nq] = t;
   const size_t dim = p.dim, padded_dim = PaddedDim(dim), kv_head = h / p.group();
   const bool two_views = second.q.data != nullptr;
@@ -90,18 +97,26 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
   const size_t columns = ForwardColumns(nq);
   float* cache = nullptr;  // the statistics pass's scores, when they fit
   if constexpr (Transform::kRowStatsPass) {  // the row statistics before any weight
-    if (k_end - k_begin <= TileWorkspace::kMaxCachedKeys) {
-      cache = ws.ScoreCache(hwy::RoundUpTo(k_end - k_begin, kTileK));
+    if (partials != nullptr && !partials->observing) {  // split-KV: the tile's merged ones
+      state = partials->observed_tiles[partial_task / partials->blocks];
+    } else {
+      if (partials == nullptr && k_end - k_begin <= TileWorkspace::kMaxCachedKeys) {
+        cache = ws.ScoreCache(hwy::RoundUpTo(k_end - k_begin, kTileK));
+      }
+      for (size_t j0 = k_begin; j0 < k_end; j0 += kTileK) {
+        const size_t nk = std::min(kTileK, p.kv_len - j0);
+        float* tile = cache != nullptr ? cache + (j0 - k_begin) * kTileQ : scores;
+        ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, tile, ws);
+        ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, tile, kTileQ);
+        const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+        tr.ObserveTile(tile, nk, columns, j0, ws.visible, all_visible, state);
+      }
+      if (partials != nullptr) {  // observing one key block; merged in SplitKeysForward
+        partials->observed_blocks[partial_task] = state;
+        return;
+      }
+      tr.EndObserving(state, columns);
     }
-    for (size_t j0 = k_begin; j0 < k_end; j0 += kTileK) {
-      const size_t nk = std::min(kTileK, p.kv_len - j0);
-      float* tile = cache != nullptr ? cache + (j0 - k_begin) * kTileQ : scores;
-      ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, tile, ws);
-      ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, tile, kTileQ);
-      const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-      tr.ObserveTile(tile, nk, columns, j0, ws.visible, all_visible, state);
-    }
-    tr.EndObserving(state, columns);
   }
   for (size_t j0 = k_begin; j0 < k_end; j0 += kTileK) {
     const size_t nk = std::min(kTileK, p.kv_len - j0);
@@ -176,7 +191,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
 template <class Transform>
 HWY_INLINE void MergeKeyBlocks(const AttentionProblem& p, const ForwardArgs& args,
                                const Transform& tr, const TileTask& t, size_t blocks,
-                               const KeyBlockPartials& partials, size_t first_task) {
+                               const KeyBlockPartials<Transform>& partials, size_t first_task) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d), padded_dim = partials.padded_dim;
   const size_t row0 = (t.batch * p.heads + t.head) * p.q_len + t.first;
@@ -203,26 +218,55 @@ HWY_INLINE void MergeKeyBlocks(const AttentionProblem& p, const ForwardArgs& arg
 }
 
 // Split-KV (docs/math.md §5): every (query tile, key block) a task, then one merge per query
-// tile. Blocks and merge order depend on the shape only, so the result does not depend on the
-// thread count.
+// tile; with a statistics pass, the blocks are observed and their statistics merged per tile
+// first. Blocks and merge order depend on the shape only, so the result does not depend on
+// the thread count.
 template <class Transform>
 void SplitKeysForward(const AttentionProblem& p, const ForwardArgs& args, const Transform& tr,
                       const SecondView& second) {
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ), tile_tasks = p.batch * p.heads * q_tiles;
   const size_t blocks = hwy::DivCeil(p.kv_len, p.key_block);
   HWY_ASSERT(blocks <= kMaxKeyBlocks && p.key_block % kTileK == 0);
-  KeyBlockPartials partials;
+  KeyBlockPartials<Transform> partials;
   partials.rows = std::min(kTileQ, p.q_len);
   partials.padded_dim = PaddedDim(p.dim);
   partials.state = Transform::kBlockState;
+  partials.blocks = blocks;
   std::vector<float, native::PooledAllocator<float>> buffer(tile_tasks * blocks *
                                                            partials.TaskFloats());
   partials.data = buffer.data();
-  ParallelTiles(tile_tasks * blocks, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
+  // Task (tile, block)'s query tile and its visible keys in the block (none: k_begin >= k_end).
+  const auto block_task = [&](size_t task, size_t& k_begin, size_t& k_end) {
     const TileTask t = SplitTask(task / blocks, p.heads, p.q_len, kTileQ);
     const size_t block_begin = task % blocks * p.key_block;
-    const size_t k_begin = std::max(block_begin, KeyBegin(p, t.first, t.count));
-    const size_t k_end = std::min(KeyEnd(p, t.first, t.count), block_begin + p.key_block);
+    k_begin = std::max(block_begin, KeyBegin(p, t.first, t.count));
+    k_end = std::min(KeyEnd(p, t.first, t.count), block_begin + p.key_block);
+    return t;
+  };
+  std::vector<typename Transform::ForwardState> observed;
+  if constexpr (Transform::kRowStatsPass) {
+    observed.resize(tile_tasks * (blocks + 1));
+    partials.observed_blocks = observed.data();
+    partials.observed_tiles = observed.data() + tile_tasks * blocks;
+    partials.observing = true;
+    ParallelTiles(tile_tasks * blocks, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
+      size_t k_begin, k_end;
+      const TileTask t = block_task(task, k_begin, k_end);
+      if (k_begin >= k_end) return tr.BeginForward(observed[task], nullptr, 0);  // nothing seen
+      ForwardTileTask(p, args, tr, second, t, k_begin, k_end, &partials, task, ws);
+    });
+    ParallelTiles(tile_tasks, [&](size_t tile, TileWorkspace&) HWY_ATTR {
+      const TileTask t = SplitTask(tile, p.heads, p.q_len, kTileQ);
+      typename Transform::ForwardState& merged = partials.observed_tiles[tile];
+      tr.MergeObserved(partials.observed_blocks + tile * blocks, blocks, merged);
+      tr.EndObserving(merged, ForwardColumns(t.count));
+      tr.SaveObserved(merged, t.count, (t.batch * p.heads + t.head) * p.q_len + t.first);
+    });
+    partials.observing = false;
+  }
+  ParallelTiles(tile_tasks * blocks, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
+    size_t k_begin, k_end;
+    const TileTask t = block_task(task, k_begin, k_end);
     if (k_begin >= k_end) {  // no visible key: a block that drops out of the merge
       Transform::EmptyBlock(t.count, partials.rows, partials.State(task));
       return;
@@ -245,7 +289,8 @@ void TiledForward(const AttentionProblem& p, const ForwardArgs& args, const Tran
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
     const TileTask t = SplitTask(task, p.heads, p.q_len, kTileQ);
     ForwardTileTask(p, args, tr, second, t, KeyBegin(p, t.first, t.count),
-                    KeyEnd(p, t.first, t.count), nullptr, 0, ws);
+                    KeyEnd(p, t.first, t.count),
+                    static_cast<const KeyBlockPartials<Transform>*>(nullptr), 0, ws);
   });
 }
 

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -53,7 +54,6 @@ struct FixedKInterval {
 
 template <class Choices>
 struct KIntervalTransformT {
-  static constexpr bool kMergesKeyBlocks = false;  // no split-KV (docs/design.md §8)
   static constexpr bool kRowStatsPass = true;  // the grid hangs off the final max and min
   static constexpr bool kHasRowTerms = true;   // calibration terms, or the prob surrogate's sum
   static constexpr bool kSparseWeights = false;  // zeros only below a window: not worth a test
@@ -273,6 +273,50 @@ struct KIntervalTransformT {
       saved.argmax[row + i] = int32_t(st.argmax[i]);
       saved.argmin[row + i] = int32_t(st.argmin[i]);
     }
+  }
+
+  // ---- split-KV (§5): statistics merged before the blocks weigh, sums after ----
+
+  static constexpr bool kMergesKeyBlocks = true;
+  // The blocks' maxima and minima in block order; strict comparisons keep the lowest key index
+  // on ties, as one pass over the keys does.
+  void MergeObserved(const ForwardState* blocks, size_t count, ForwardState& out) const {
+    BeginForward(out, nullptr, 0);
+    for (size_t c = 0; c < count; ++c) {
+      for (size_t i = 0; i < kTileQ; ++i) {
+        if (blocks[c].m[i] > out.m[i]) out.m[i] = blocks[c].m[i], out.argmax[i] = blocks[c].argmax[i];
+        if (blocks[c].a[i] < out.a[i]) out.a[i] = blocks[c].a[i], out.argmin[i] = blocks[c].argmin[i];
+      }
+    }
+  }
+  // The merged statistics of rows [row, row + nq) (Z and lse_exact come with the sums).
+  void SaveObserved(const ForwardState& st, size_t nq, size_t row) const {
+    for (size_t i = 0; i < nq; ++i) {
+      saved.m[row + i] = st.m[i];
+      saved.R[row + i] = st.R[i];
+      saved.argmax[row + i] = int32_t(st.argmax[i]);
+      saved.argmin[row + i] = int32_t(st.argmin[i]);
+    }
+  }
+  // A block's sums of w^ and of exp(u), on the row's final grid ([2][stride]).
+  static constexpr size_t kBlockState = 2;
+  static void SaveBlock(const ForwardState& st, size_t nq, size_t stride, float* out) {
+    std::copy(st.z, st.z + nq, out);
+    std::copy(st.z_exact, st.z_exact + nq, out + stride);
+  }
+  static void EmptyBlock(size_t, size_t stride, float* out) {
+    std::fill(out, out + 2 * stride, 0.0f);
+  }
+  // Row i's output weights 1/Z for every block with weight (no rescaling: the grid is the
+  // row's), Z and lse_exact = m + log sum exp(u) saved. No sinks (§2).
+  void MergeBlocks(const float* const* states, size_t blocks, size_t stride, size_t i,
+                   const float*, size_t row, float* weights) const {
+    float z = 0.0f, z_exact = 0.0f;
+    for (size_t c = 0; c < blocks; ++c) z += states[c][i], z_exact += states[c][stride + i];
+    const float factor = z > 0.0f ? 1.0f / z : (z == 0.0f ? 0.0f : z);
+    for (size_t c = 0; c < blocks; ++c) weights[c] = states[c][i] != 0.0f ? factor : 0.0f;
+    saved.Z[row] = z;
+    saved.lse_exact[row] = saved.m[row] + std::log(z_exact);
   }
 
   // ---- backward (§2) ----

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <algorithm>
+
 #include "hwy/highway.h"
 #include "kernels/skeleton/tile_sizes.h"
 
@@ -39,7 +41,6 @@ HWY_INLINE V Exceedance(D d, int p, V s, V tau) {
 }
 
 struct ThresholdTransform {
-  static constexpr bool kMergesKeyBlocks = false;  // no split-KV (docs/design.md §8)
   static constexpr bool kRowStatsPass = false;  // tau depends on the row length only
   static constexpr bool kHasRowTerms = true;    // the row sums of d beta and d lambda
   static constexpr bool kSparseWeights = true;  // exact zeros: skip or sparse P V
@@ -49,6 +50,8 @@ struct ThresholdTransform {
   int power = 2;
   const float* tau = nullptr;     // [q_len]: the threshold of each query row
   const float* lambda = nullptr;  // [heads]: clamped lambda of the second view (two views)
+  // The call's queries per head and query heads: rows are indexed by [batch, heads, q_len]
+  // whatever the decode plan grouped (docs/design.md §8).
   size_t q_len = 0, heads = 0;
   int32_t* survivors = nullptr;   // optional [views][rows]: nonzero weights per row and view
   size_t rows = 0;                // batch * heads * q_len
@@ -61,17 +64,17 @@ struct ThresholdTransform {
 
   struct ForwardState {
     HWY_ALIGN float tau[kTileQ];
+    HWY_ALIGN float minus_lambda[kTileQ];  // per row: a grouped tile spans query heads
     HWY_ALIGN float kept[2][kTileQ];  // nonzero weights so far, per view (exact below 2^24)
-    float minus_lambda;
   };
 
+  // Rows past the tile's end (padding lanes) take some row's values; nothing reads them.
   void BeginForward(ForwardState& st, const float*, size_t row) const {
-    const size_t i0 = row % q_len, h = row / q_len % heads;
     for (size_t i = 0; i < kTileQ; ++i) {
-      st.tau[i] = i0 + i < q_len ? tau[i0 + i] : 0.0f;
+      st.tau[i] = tau[(row + i) % q_len];
+      st.minus_lambda[i] = lambda != nullptr ? -lambda[(row + i) / q_len % heads] : 0.0f;
       st.kept[0][i] = st.kept[1][i] = 0.0f;
     }
-    st.minus_lambda = lambda != nullptr ? -lambda[h] : 0.0f;
   }
 
   // §3: w = a1 (one view) or a1 - lambda a2 (two views) in place of the first view's scores;
@@ -81,10 +84,11 @@ struct ThresholdTransform {
                     ForwardState& st) const {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
-    const auto one = hn::Set(d, 1.0f), minus_lambda = hn::Set(d, st.minus_lambda);
+    const auto one = hn::Set(d, 1.0f);
     size_t nonzero = 0;
     for (size_t i = 0; i < columns; i += N) {
       const auto tau = hn::Load(d, st.tau + i), limit = hn::LoadU(d, visible + i);
+      const auto minus_lambda = hn::Load(d, st.minus_lambda + i);
       auto kept1 = hn::Load(d, st.kept[0] + i), kept2 = hn::Load(d, st.kept[1] + i);
       for (size_t j = 0; j < nk; ++j) {
         const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
@@ -105,6 +109,32 @@ struct ThresholdTransform {
       hn::Store(kept2, d, st.kept[1] + i);
     }
     return nonzero;
+  }
+
+  // ---- split-KV (§5): no normaliser, so the blocks' outputs add ----
+
+  static constexpr bool kMergesKeyBlocks = true;
+  // Per row: each view's nonzero weights, and 1 for a block with a visible key ([3][stride]).
+  static constexpr size_t kBlockState = 3;
+  static void SaveBlock(const ForwardState& st, size_t nq, size_t stride, float* out) {
+    std::copy(st.kept[0], st.kept[0] + nq, out);
+    std::copy(st.kept[1], st.kept[1] + nq, out + stride);
+    std::fill(out + 2 * stride, out + 2 * stride + nq, 1.0f);
+  }
+  static void EmptyBlock(size_t, size_t stride, float* out) {
+    std::fill(out, out + 3 * stride, 0.0f);
+  }
+  void MergeBlocks(const float* const* states, size_t blocks, size_t stride, size_t i,
+                   const float*, size_t row, float* weights) const {
+    float kept1 = 0.0f, kept2 = 0.0f;
+    for (size_t c = 0; c < blocks; ++c) {
+      weights[c] = states[c][2 * stride + i];
+      kept1 += states[c][i];
+      kept2 += states[c][stride + i];
+    }
+    if (survivors == nullptr) return;
+    survivors[row] = int32_t(kept1);
+    if (lambda != nullptr) survivors[rows + row] = int32_t(kept2);
   }
 
   // ---- backward (§3), one view per call ----

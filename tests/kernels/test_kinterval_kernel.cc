@@ -281,6 +281,32 @@ TEST(KIntervalKernel, MatchesReferenceBeyondTheScoreCache) {
   }
 }
 
+// Decode (docs/design.md §8, docs/math.md §5): a GQA group's query heads in one tile (q_len 1
+// in either layout, 4 through [B, T, H, D] copies), keys split into blocks whose maxima and
+// minima merge before they weigh; the backward reads the statistics the split saved. Lerp
+// only: with thousands of keys a row, nearest's half-node flips (see above) are no longer rare.
+TEST(KIntervalKernel, MatchesReferenceInDecode) {
+  for (const char* text : {"K=4", "K=16,cal=window,W=2", "K=64,ste=prob"}) {
+    ExpectMatchesReference({1, 8, 2, 1, 4000, 64}, true, Layout::kBHTD, text);
+    ExpectMatchesReference({2, 4, 2, 4, 2000, 32}, true, Layout::kBTHD, text);
+    ExpectMatchesReference({1, 6, 2, 1, 1700, 80}, false, Layout::kBTHD, text);
+  }
+  ExpectBackwardMatchesReference({1, 8, 2, 1, 2000, 32}, true, Layout::kBHTD, "K=4");
+  ExpectBackwardMatchesReference({1, 4, 2, 3, 1800, 16}, true, Layout::kBHTD, "K=4,ste=prob");
+}
+
+TEST(KIntervalKernel, DecodeDoesNotDependOnTheThreadCount) {
+  AttentionCase c({1, 8, 2, 1, 5000, 64}, true, SinkMode::kNone, Layout::kBHTD);
+  const KIntervalOptions kint = ParseKInterval("K=4,cal=window,W=3");
+  c.options.threads = 1;
+  const KIntervalRun one = RunKernel(c, kint, Layout::kBHTD);
+  c.options.threads = 3;
+  const KIntervalRun three = RunKernel(c, kint, Layout::kBHTD);
+  EXPECT_EQ(one.o.storage, three.o.storage);
+  EXPECT_EQ(one.Z, three.Z);
+  EXPECT_EQ(one.argmax, three.argmax);
+}
+
 TEST(KIntervalKernel, ResultsDoNotDependOnTheThreadCount) {
   AttentionCase c({2, 4, 2, 150, 150, 32}, true, SinkMode::kNone, Layout::kBHTD);
   const KIntervalOptions kint = ParseKInterval("K=4");

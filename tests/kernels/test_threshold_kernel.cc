@@ -132,13 +132,28 @@ TEST(ThresholdKernel, ForwardMatchesReferenceOnOtherLayoutsAndLengths) {
   }
 }
 
+// Decode (docs/design.md §8, docs/math.md §5): a GQA group's query heads in one tile (each row
+// with its own tau and lambda; q_len 4 in [B, T, H, D] through copies of both views' queries),
+// keys split into blocks whose outputs and survivor counts add (no normaliser).
+TEST(ThresholdKernel, ForwardMatchesReferenceInDecode) {
+  for (const char* text : {"views=2,p=2,beta=0.3", "views=1,p=1,beta=0.6", "views=2,p=2,beta=0"}) {
+    ExpectForwardMatchesReference({1, 8, 2, 1, 4000, 64}, true, Layout::kBHTD, text);
+    ExpectForwardMatchesReference({2, 4, 2, 4, 2000, 32}, true, Layout::kBTHD, text);
+    ExpectForwardMatchesReference({1, 2, 2, 1, 1700, 80}, false, Layout::kBHTD, text);
+  }
+}
+
+// A prefill's tiles, and a decode step's grouped rows and key blocks.
 TEST(ThresholdKernel, ForwardDoesNotDependOnTheThreadCount) {
-  const TwoViewCase c({2, 4, 2, 300, 300, 64}, true, Layout::kBHTD);
-  const ThresholdOptions threshold = ParseThreshold("views=2,beta=0.4");
-  const ThresholdRun one = RunForward(c, threshold, Layout::kBHTD, 1);
-  const ThresholdRun two = RunForward(c, threshold, Layout::kBHTD, 2);
-  EXPECT_EQ(one.o.storage, two.o.storage);
-  EXPECT_EQ(one.survivors, two.survivors);
+  for (const AttentionShape& shape :
+       {AttentionShape{2, 4, 2, 300, 300, 64}, AttentionShape{1, 4, 2, 1, 5000, 64}}) {
+    const TwoViewCase c(shape, true, Layout::kBHTD);
+    const ThresholdOptions threshold = ParseThreshold("views=2,beta=0.4");
+    const ThresholdRun one = RunForward(c, threshold, Layout::kBHTD, 1);
+    const ThresholdRun three = RunForward(c, threshold, Layout::kBHTD, 3);
+    EXPECT_EQ(one.o.storage, three.o.storage) << shape.kv_len;
+    EXPECT_EQ(one.survivors, three.survivors) << shape.kv_len;
+  }
 }
 
 TEST(ThresholdKernel, AllZeroRowsGiveZerosNotNaN) {
