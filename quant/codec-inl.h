@@ -99,6 +99,59 @@ HWY_INLINE hn::Vec<DF> DecodeFp16Lanes(DF df, hn::Vec<hn::RebindToSigned<DF>> co
   return DecodeMiniFloat<kFp16Layout>(df, code);
 #endif
 }
+
+// fp8 codes (one byte a lane) as floats, exactly as DecodeMiniFloat gives them. With F16C
+// through fp16, a few instructions a vector where the minifloat decoder takes a dozen: e5m2 is
+// fp16's top byte (its infinities and NaNs included), and e4m3's magnitude shifted 7 into
+// fp16's exponent and mantissa is its value times 2^-8 (bias 7 against 15, subnormals too),
+// except its NaN (magnitude 0x7F; e4m3 has no infinity), which reads as 1.875 there and is
+// made a NaN (only NaNs' sign and payload may differ from the minifloat decoder's). kNoNaN:
+// the codes are known to hold no NaN (a KvCache's, whose Append rejects one), and e4m3 skips
+// that test.
+template <MiniFloat kF, bool kNoNaN = false, class DF>
+HWY_INLINE hn::Vec<DF> DecodeFp8Lanes(DF df, hn::Vec<hn::Rebind<uint8_t, DF>> codes);
+
+// e4m3 codes holding no NaN as 2^-8 times their values (exact): the fp16 route's values before
+// its rebias, for callers that fold the 2^8 into a scale they multiply by anyway. The code
+// sign-extended to 16 bits and shifted 7 puts the magnitude in place and the sign at bit 15,
+// with a stray copy of the sign at bit 14 that the mask clears.
+template <class DF>
+HWY_INLINE hn::Vec<DF> DecodeE4M3Over256(DF df, hn::Vec<hn::Rebind<uint8_t, DF>> codes) {
+#if LPATTN_QUANT_F16C
+  const hn::Rebind<int16_t, DF> di16;
+  const hn::Rebind<int8_t, DF> di8;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  const auto wide = hn::PromoteTo(di16, hn::BitCast(di8, codes));
+  const auto half = hn::And(hn::ShiftLeft<7>(wide), hn::Set(di16, int16_t(0xBF80)));
+  return hn::PromoteTo(df, hn::BitCast(dh, half));
+#else
+  const hn::RebindToSigned<DF> di;
+  return hn::Mul(DecodeMiniFloat<kE4M3Layout>(
+                     df, hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), codes))),
+                 hn::Set(df, 1.0f / 256.0f));
+#endif
+}
+
+template <MiniFloat kF, bool kNoNaN, class DF>
+HWY_INLINE hn::Vec<DF> DecodeFp8Lanes(DF df, hn::Vec<hn::Rebind<uint8_t, DF>> codes) {
+  static_assert(kF.bits == 8, "DecodeFp8Lanes decodes the 8-bit formats");
+#if LPATTN_QUANT_F16C
+  if constexpr (kF.bias == 15) {
+    const hn::Rebind<uint16_t, DF> du16;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(df, hn::BitCast(dh, hn::ShiftLeft<8>(hn::PromoteTo(du16, codes))));
+  } else {
+    static_assert(kF.bias == 7 && kF.mantissa_bits == 3, "e4m3's layout");
+    const auto value = hn::Mul(DecodeE4M3Over256(df, codes), hn::Set(df, 256.0f));
+    if constexpr (kNoNaN) return value;
+    const auto nan = hn::Eq(hn::Abs(value), hn::Set(df, 480.0f));
+    return hn::IfThenElse(nan, hn::NaN(df), value);
+  }
+#else
+  const hn::RebindToSigned<DF> di;
+  return DecodeMiniFloat<kF>(df, hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), codes)));
+#endif
+}
 #undef LPATTN_QUANT_F16C
 
 template <class DF>

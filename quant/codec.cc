@@ -83,8 +83,14 @@ void DecodeRowT(const void* codes_in, float scale, float* out, size_t n) {
   const auto vscale = hn::Set(df, scale);
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    const auto code = hn::PromoteTo(di, hn::LoadU(dc, codes + i));
-    hn::StoreU(hn::Mul(C::Decode(code), vscale), df, out + i);
+    if constexpr (kFormat == Format::kFp8E4M3 || kFormat == Format::kFp8E5M2) {  // the kernels'
+      constexpr MiniFloat kF = kFormat == Format::kFp8E4M3 ? kE4M3Layout : kE5M2Layout;
+      const hn::Rebind<uint8_t, DF> d8;
+      hn::StoreU(hn::Mul(DecodeFp8Lanes<kF>(df, hn::LoadU(d8, codes + i)), vscale), df, out + i);
+    } else {
+      const auto code = hn::PromoteTo(di, hn::LoadU(dc, codes + i));
+      hn::StoreU(hn::Mul(C::Decode(code), vscale), df, out + i);
+    }
   }
   for (; i < n; ++i) out[i] = C::DecodeScalar(codes[i]) * scale;
 }

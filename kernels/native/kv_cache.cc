@@ -146,6 +146,7 @@ void BindSide(const KvCache::Impl& c, const CacheSide& side, int64_t first, bool
     coded.token_scales = side.scales.data() + row;
     coded.e5m2 = side.format == quant::Format::kFp8E5M2;
     coded.int8 = side.format == quant::Format::kInt8;
+    coded.no_nan = true;  // Append takes no value a scaled format cannot hold
   }
   (key ? p.k_codes : p.v_codes) = coded;
 }

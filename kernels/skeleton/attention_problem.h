@@ -31,6 +31,7 @@ struct CodedKv {
   Strides scale_strides;
   bool e5m2 = false;  // fp8 e5m2, else e4m3 (unless int8)
   bool int8 = false;  // int8 codes (a KvCache's V), not fp8
+  bool no_nan = false;  // no NaN code among them (a KvCache's: Append rejects one)
   // Or fp32 values a KvCache holds (then data and codes8 are null), read as floats.
   const float* floats = nullptr;
   // Paged rows (a KvCache's block pool, docs/design.md §9): token t of batch b lies in block

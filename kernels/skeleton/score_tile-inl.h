@@ -39,9 +39,16 @@ HWY_INLINE size_t AmxDepth(const AttentionProblem& p) {
 }
 
 // How a head's rows are held, for loops that resolve it once: floats, or codes of a format.
-enum class RowKind { kFloat, kBf16, kFp16, kE4M3, kE5M2, kInt8 };
+// kE4M3NoNaN: e4m3 codes known to hold no NaN (HeadRows::no_nan), decoded without the test;
+// kE4M3Over256, their values 2^-8 (LanesAt only: FewQueryScoresOf folds the 2^8 into the
+// token scale it multiplies the sums by).
+enum class RowKind { kFloat, kBf16, kFp16, kE4M3, kE4M3NoNaN, kE4M3Over256, kE5M2, kInt8 };
 HWY_INLINE RowKind KindOf(const HeadRows& src) {
-  if (src.codes8 != nullptr) return src.int8 ? RowKind::kInt8 : src.e5m2 ? RowKind::kE5M2 : RowKind::kE4M3;
+  if (src.codes8 != nullptr) {
+    if (src.int8) return RowKind::kInt8;
+    if (src.e5m2) return RowKind::kE5M2;
+    return src.no_nan ? RowKind::kE4M3NoNaN : RowKind::kE4M3;
+  }
   if (src.codes != nullptr) return src.fp16 ? RowKind::kFp16 : RowKind::kBf16;
   return RowKind::kFloat;
 }
@@ -61,12 +68,15 @@ HWY_INLINE hn::Vec<DF> LanesAt(DF df, const void* row, size_t c) {
   if constexpr (kKind == RowKind::kInt8) {
     const hn::Rebind<int8_t, DF> ds8;
     return hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(ds8, static_cast<const int8_t*>(row) + c)));
-  } else if constexpr (kKind == RowKind::kE4M3 || kKind == RowKind::kE5M2) {
+  } else if constexpr (kKind == RowKind::kE4M3 || kKind == RowKind::kE4M3NoNaN ||
+                       kKind == RowKind::kE5M2) {
     const hn::Rebind<uint8_t, DF> d8;
-    const auto code = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(),
-                                                    hn::LoadU(d8, static_cast<const uint8_t*>(row) + c)));
-    if constexpr (kKind == RowKind::kE5M2) return qn::DecodeMiniFloat<quant::kE5M2Layout>(df, code);
-    return qn::DecodeMiniFloat<quant::kE4M3Layout>(df, code);
+    const auto codes = hn::LoadU(d8, static_cast<const uint8_t*>(row) + c);
+    if constexpr (kKind == RowKind::kE5M2) return qn::DecodeFp8Lanes<quant::kE5M2Layout>(df, codes);
+    return qn::DecodeFp8Lanes<quant::kE4M3Layout, kKind == RowKind::kE4M3NoNaN>(df, codes);
+  } else if constexpr (kKind == RowKind::kE4M3Over256) {
+    const hn::Rebind<uint8_t, DF> d8;
+    return qn::DecodeE4M3Over256(df, hn::LoadU(d8, static_cast<const uint8_t*>(row) + c));
   } else if constexpr (kKind == RowKind::kBf16 || kKind == RowKind::kFp16) {
     const hn::Rebind<uint16_t, DF> d16;
     const auto code = hn::PromoteTo(di, hn::LoadU(d16, static_cast<const uint16_t*>(row) + c));
@@ -85,6 +95,8 @@ HWY_INLINE hn::Vec<DF> RowLanes(DF df, const HeadRows& src, size_t t, size_t c) 
     case RowKind::kBf16: return LanesAt<RowKind::kBf16>(df, row, c);
     case RowKind::kFp16: return LanesAt<RowKind::kFp16>(df, row, c);
     case RowKind::kE4M3: return LanesAt<RowKind::kE4M3>(df, row, c);
+    case RowKind::kE4M3NoNaN: return LanesAt<RowKind::kE4M3NoNaN>(df, row, c);
+    case RowKind::kE4M3Over256: break;  // never a row's kind (KindOf)
     case RowKind::kE5M2: return LanesAt<RowKind::kE5M2>(df, row, c);
     case RowKind::kInt8: return LanesAt<RowKind::kInt8>(df, row, c);
     case RowKind::kFloat: break;
@@ -313,7 +325,11 @@ HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 4> d4;
   const size_t N = hn::Lanes(d);
-  constexpr bool kScaled = kKind == RowKind::kE4M3 || kKind == RowKind::kE5M2 || kKind == RowKind::kInt8;
+  constexpr bool kScaled = kKind == RowKind::kE4M3 || kKind == RowKind::kE4M3NoNaN ||
+                          kKind == RowKind::kE5M2 || kKind == RowKind::kInt8;
+  // A NaN-free e4m3 row is read at 2^-8 of its values, the 2^8 joining the token scale.
+  constexpr RowKind kRead = kKind == RowKind::kE4M3NoNaN ? RowKind::kE4M3Over256 : kKind;
+  constexpr float kUnit = kKind == RowKind::kE4M3NoNaN ? 256.0f : 1.0f;
   for (size_t j = 0; j < nk; j += 2) {
     const bool pair = j + 1 < nk;
     const size_t t0 = j0 + j, t1 = pair ? t0 + 1 : t0;
@@ -321,7 +337,7 @@ HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
     const void* row1 = RowAddress(k, t1);
     auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (size_t c = 0; c < dim; c += N) {
-      const auto x = LanesAt<kKind>(d, row0, c), y = LanesAt<kKind>(d, row1, c);
+      const auto x = LanesAt<kRead>(d, row0, c), y = LanesAt<kRead>(d, row1, c);
       const auto q0 = hn::Load(d, q + c), q1 = hn::Load(d, q + dim + c);
       const auto q2 = hn::Load(d, q + 2 * dim + c), q3 = hn::Load(d, q + 3 * dim + c);
       a0 = hn::MulAdd(x, q0, a0);
@@ -334,12 +350,12 @@ HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
       b3 = hn::MulAdd(y, q3, b3);
     }
     auto sums_a = SumsOfFour(d, a0, a1, a2, a3);
-    if constexpr (kScaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.scale(t0)));
+    if constexpr (kScaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.scale(t0) * kUnit));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + j * kTileQ + i);
     hn::Store(sums_a, d4, out + j * kTileQ);
     if (!pair) break;
     auto sums_b = SumsOfFour(d, b0, b1, b2, b3);
-    if constexpr (kScaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.scale(t1)));
+    if constexpr (kScaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.scale(t1) * kUnit));
     for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + (j + 1) * kTileQ + i);
     hn::Store(sums_b, d4, out + (j + 1) * kTileQ);
   }
@@ -351,6 +367,9 @@ HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
     case RowKind::kBf16: return FewQueryScoresOf<RowKind::kBf16>(k, j0, nk, q, dim, columns, out);
     case RowKind::kFp16: return FewQueryScoresOf<RowKind::kFp16>(k, j0, nk, q, dim, columns, out);
     case RowKind::kE4M3: return FewQueryScoresOf<RowKind::kE4M3>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kE4M3NoNaN:
+      return FewQueryScoresOf<RowKind::kE4M3NoNaN>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kE4M3Over256: break;  // never a row's kind (KindOf)
     case RowKind::kE5M2: return FewQueryScoresOf<RowKind::kE5M2>(k, j0, nk, q, dim, columns, out);
     case RowKind::kInt8: return FewQueryScoresOf<RowKind::kInt8>(k, j0, nk, q, dim, columns, out);
     case RowKind::kFloat: break;

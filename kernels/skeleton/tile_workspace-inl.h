@@ -52,6 +52,7 @@ struct HeadRows {
   size_t scale_stride = 1;  // between rows' scales
   bool e5m2 = false;
   bool int8 = false;  // codes8 are int8 codes, not fp8
+  bool no_nan = false;  // codes8 hold no NaN code (CodedKv::no_nan)
   // Paged (CodedKv::block_tables): this batch's block table, blocks of 2^block_shift tokens
   // block_stride elements (scale_block_stride scales) apart.
   const int32_t* block_table = nullptr;
@@ -102,6 +103,7 @@ HWY_INLINE HeadRows CodedRowsOf(const ConstTensor& t, const CodedKv& coded, size
     rows.scale_stride = size_t(s.token);
     rows.e5m2 = coded.e5m2;
     rows.int8 = coded.int8;
+    rows.no_nan = coded.no_nan;
   } else if (coded.data != nullptr) {
     rows.codes = coded.data + offset;
     rows.fp16 = coded.fp16;
@@ -261,11 +263,18 @@ HWY_INLINE void DecodeByteRows(const HeadRows& src, size_t first, size_t n, size
       }
       for (; c < dim; ++c) row[c] = float(signed_codes[c]) * scale;
     } else {
+      namespace qn = quant::HWY_NAMESPACE;
+      if (!src.e5m2 && src.no_nan) {  // 2^-8 of each value, the 2^8 in the scale
+        const auto scale256 = hn::Set(df, scale * 256.0f);
+        for (; c + N <= dim; c += N) {
+          hn::StoreU(hn::Mul(qn::DecodeE4M3Over256(df, hn::LoadU(d8, codes + c)), scale256), df,
+                     row + c);
+        }
+      }
       for (; c + N <= dim; c += N) {
-        const auto wide = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(df)>(),
-                                                        hn::LoadU(d8, codes + c)));
-        const auto value = src.e5m2 ? quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE5M2Layout>(df, wide)
-                                    : quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kE4M3Layout>(df, wide);
+        const auto bytes = hn::LoadU(d8, codes + c);
+        const auto value = src.e5m2 ? qn::DecodeFp8Lanes<quant::kE5M2Layout>(df, bytes)
+                                    : qn::DecodeFp8Lanes<quant::kE4M3Layout>(df, bytes);
         hn::StoreU(hn::Mul(value, vscale), df, row + c);
       }
       for (; c < dim; ++c) {

@@ -228,6 +228,27 @@ TEST(QuantCodec, VectorMatchesScalarOnEveryTarget) {
   }
 }
 
+// Every fp8 code decodes as the scalar codec decodes it, on every target (the kernels' fp16
+// route of DecodeFp8Lanes included): NaN codes as NaN, everything else bit for bit.
+TEST(QuantCodec, EveryFp8CodeDecodesAsTheScalarCodecOnEveryTarget) {
+  std::vector<uint8_t> codes(256);
+  for (int c = 0; c < 256; ++c) codes[size_t(c)] = uint8_t(c);
+  for (const std::string& target : test::SupportedTargets()) {
+    test::ScopedTarget pinned(target);
+    ASSERT_TRUE(pinned.ok) << target;
+    for (Format f : {Format::kFp8E4M3, Format::kFp8E5M2}) {
+      std::vector<float> decoded(codes.size());
+      DecodeRow(f, codes.data(), 1.0f, decoded.data(), codes.size());
+      for (int c = 0; c < 256; ++c) {
+        const float want = f == Format::kFp8E4M3 ? DecodeE4M3(uint8_t(c)) : DecodeE5M2(uint8_t(c));
+        ASSERT_TRUE(SameValue(decoded[size_t(c)], want))
+            << target << " " << FormatName(f) << " code " << c << ": " << decoded[size_t(c)]
+            << " vs " << want;
+      }
+    }
+  }
+}
+
 // ---- quantizers -------------------------------------------------------------------------
 
 struct Dense {
