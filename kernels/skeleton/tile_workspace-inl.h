@@ -681,6 +681,21 @@ HWY_INLINE void PrefetchRows(const void* base, size_t first, size_t n, size_t by
   }
 }
 
+// Rows [first, first + n) of a paged src (its floats or codes), asked for ahead of their use: a
+// decode step's next key tile, whose rows lie in blocks the hardware prefetchers cannot
+// follow (a contiguous head's rows they stream without help, and asking for them costs).
+HWY_INLINE void PrefetchPagedRows(const HeadRows& src, size_t first, size_t n, size_t dim) {
+  if (src.block_table == nullptr) return;
+  const size_t element = src.codes8 != nullptr ? 1 : src.codes != nullptr ? 2 : 4;
+  const char* base = src.codes8 != nullptr  ? reinterpret_cast<const char*>(src.codes8)
+                     : src.codes != nullptr ? reinterpret_cast<const char*>(src.codes)
+                                            : reinterpret_cast<const char*>(src.data);
+  for (size_t t = first; t < first + n; ++t) {
+    const char* row = base + src.RowOffset(t) * element;
+    for (size_t b = 0; b < dim * element; b += 64) __builtin_prefetch(row + b, 0, 2);
+  }
+}
+
 // The next key tile's V^T columns, when V is held transposed for AMX tiles: a key tile reads
 // one or two cache lines from each of head_dim rows a whole sequence apart, too many streams
 // for the hardware prefetchers (11% of an int8 decode step, measured; K's rows and V's key

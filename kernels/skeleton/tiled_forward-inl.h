@@ -21,6 +21,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/native/buffer_pool.h"
+#include "kernels/skeleton/few_query_values-inl.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/score_bias-inl.h"
@@ -122,6 +123,10 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
     const size_t nk = std::min(kTileK, p.kv_len - j0);
     if (j0 + kTileK < k_end && (amx_pv || amx_pv8)) {
       PrefetchTransposedValues(p, b, kv_head, j0 + kTileK, std::min(kTileK, k_end - j0 - kTileK));
+    } else if (j0 + kTileK < k_end && nq <= kFewQueries) {  // a decode tile's next pages
+      const size_t next = std::min(kTileK, k_end - j0 - kTileK);
+      PrefetchPagedRows(k, j0 + kTileK, next, dim);
+      PrefetchPagedRows(v, j0 + kTileK, next, dim);
     }
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
@@ -158,6 +163,10 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       }
       if (p.p_format != quant::Format::kFp32) {
         RoundWeights(scores, nk, columns, p.p_format, p.p_scale);
+      }
+      if (TakesFewQueryValues(p, nq, ws.range_begin, ws.range_end)) {
+        FewQueryValues(v, j0, ws.range_begin[0], ws.range_end[0], scores, dim, out, padded_dim);
+        continue;
       }
       const RhsView v_rows =
           p.amx_pv.vt != nullptr

@@ -1,0 +1,121 @@
+// A decode tile's P V (docs/design.md §8): at most kFewQueries rows of weights against a key
+// tile's V rows, each row read where it lies (floats, or codes decoded in registers by
+// LanesAt, an 8-bit row's token scale folded into its weights) and multiplied into the
+// accumulators at once. The general product decodes the tile into scratch rows (and gathers a
+// paged fp32 tile there) and reads them back; with four rows of weights that round trip costs
+// as much as the product.
+//
+// Per-target include guard: this header is re-included once per Highway target.
+#if defined(LPATTN_KERNELS_SKELETON_FEW_QUERY_VALUES_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef LPATTN_KERNELS_SKELETON_FEW_QUERY_VALUES_INL_H_
+#undef LPATTN_KERNELS_SKELETON_FEW_QUERY_VALUES_INL_H_
+#else
+#define LPATTN_KERNELS_SKELETON_FEW_QUERY_VALUES_INL_H_
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hwy/highway.h"
+#include "kernels/skeleton/score_tile-inl.h"
+#include "kernels/skeleton/tile_sizes.h"
+#include "kernels/skeleton/tile_workspace-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace lpattn {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Vectors of channels a pass holds for 4 rows: 16 accumulators where there are 32 registers
+// (AVX-512), 8 where there are 16.
+HWY_INLINE constexpr size_t FewQueryValueVectors() {
+  return hn::MaxLanes(hn::ScalableTag<float>()) >= 16 ? 4 : 2;
+}
+
+// Whether a tile's P V takes FewQueryValues: a decode tile whose rows share one key range
+// (every row of a q_len = 1 step does), V read where it lies (not transposed for the AMX
+// tiles, not the int8 tile's codes), a head dimension of whole vectors.
+HWY_INLINE bool TakesFewQueryValues(const AttentionProblem& p, size_t nq, const uint32_t* begin,
+                                    const uint32_t* end) {
+  const hn::ScalableTag<float> d;
+  if (nq > kFewQueries || p.dim % hn::Lanes(d) != 0 || p.amx_pv.vt != nullptr) return false;
+  for (size_t i = 1; i < nq; ++i) {
+    if (begin[i] != begin[0] || end[i] != end[0]) return false;
+  }
+  return true;
+}
+
+// out[i][c] += sum_{j in [lo, hi)} w[j][i] v_{j0 + j}[c] for 4 rows i (weights key-major, kTileQ
+// apart) and channels [c0, c0 + kVecs N).
+template <RowKind kKind, size_t kVecs>
+HWY_INLINE void FewQueryValuesPass(const HeadRows& v, size_t j0, size_t lo, size_t hi,
+                                   const float* HWY_RESTRICT w, size_t c0, float* HWY_RESTRICT out,
+                                   size_t out_stride) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  constexpr bool kScaled = kKind == RowKind::kE4M3 || kKind == RowKind::kE4M3NoNaN ||
+                          kKind == RowKind::kE5M2 || kKind == RowKind::kInt8;
+  constexpr RowKind kRead = kKind == RowKind::kE4M3NoNaN ? RowKind::kE4M3Over256 : kKind;
+  constexpr float kUnit = kKind == RowKind::kE4M3NoNaN ? 256.0f : 1.0f;
+  hn::Vec<decltype(d)> acc[4][kVecs];
+  for (size_t i = 0; i < 4; ++i) {
+    for (size_t x = 0; x < kVecs; ++x) acc[i][x] = hn::LoadU(d, out + i * out_stride + c0 + x * N);
+  }
+  for (size_t j = lo; j < hi; ++j) {
+    const void* row = RowAddress(v, j0 + j);
+    const float* w_j = w + j * kTileQ;
+    const float unit = kScaled ? v.scale(j0 + j) * kUnit : 1.0f;
+    const auto w0 = hn::Set(d, w_j[0] * unit), w1 = hn::Set(d, w_j[1] * unit);
+    const auto w2 = hn::Set(d, w_j[2] * unit), w3 = hn::Set(d, w_j[3] * unit);
+    for (size_t x = 0; x < kVecs; ++x) {
+      const auto values = LanesAt<kRead>(d, row, c0 + x * N);
+      acc[0][x] = hn::MulAdd(w0, values, acc[0][x]);
+      acc[1][x] = hn::MulAdd(w1, values, acc[1][x]);
+      acc[2][x] = hn::MulAdd(w2, values, acc[2][x]);
+      acc[3][x] = hn::MulAdd(w3, values, acc[3][x]);
+    }
+  }
+  for (size_t i = 0; i < 4; ++i) {
+    for (size_t x = 0; x < kVecs; ++x) hn::StoreU(acc[i][x], d, out + i * out_stride + c0 + x * N);
+  }
+}
+
+template <RowKind kKind>
+HWY_INLINE void FewQueryValuesOf(const HeadRows& v, size_t j0, size_t lo, size_t hi,
+                                 const float* HWY_RESTRICT w, size_t dim, float* HWY_RESTRICT out,
+                                 size_t out_stride) {
+  const size_t N = hn::Lanes(hn::ScalableTag<float>());
+  constexpr size_t kVecs = FewQueryValueVectors();
+  size_t c0 = 0;
+  for (; c0 + kVecs * N <= dim; c0 += kVecs * N) {
+    FewQueryValuesPass<kKind, kVecs>(v, j0, lo, hi, w, c0, out, out_stride);
+  }
+  for (; c0 < dim; c0 += N) FewQueryValuesPass<kKind, 1>(v, j0, lo, hi, w, c0, out, out_stride);
+}
+
+// The decode tile's P V: 4 rows of `out` (out_stride apart; rows past the tile's are scratch)
+// += the weights of keys [j0 + lo, j0 + hi) times their V rows. A weight outside a row's
+// visible keys is 0 already (every transform's), so the 4 rows share the loop.
+HWY_INLINE void FewQueryValues(const HeadRows& v, size_t j0, size_t lo, size_t hi,
+                               const float* HWY_RESTRICT w, size_t dim, float* HWY_RESTRICT out,
+                               size_t out_stride) {
+  switch (KindOf(v)) {
+    case RowKind::kBf16: return FewQueryValuesOf<RowKind::kBf16>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kFp16: return FewQueryValuesOf<RowKind::kFp16>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kE4M3: return FewQueryValuesOf<RowKind::kE4M3>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kE4M3NoNaN:
+      return FewQueryValuesOf<RowKind::kE4M3NoNaN>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kE5M2: return FewQueryValuesOf<RowKind::kE5M2>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kInt8: return FewQueryValuesOf<RowKind::kInt8>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kE4M3Over256: break;  // never a row's kind (KindOf)
+    case RowKind::kFloat: break;
+  }
+  FewQueryValuesOf<RowKind::kFloat>(v, j0, lo, hi, w, dim, out, out_stride);
+}
+
+// NOLINTNEXTLINE(google-readability-namespace-comments)
+}  // namespace HWY_NAMESPACE
+}  // namespace lpattn
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
