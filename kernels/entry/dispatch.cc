@@ -91,9 +91,11 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
                 "amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles)",
                 "head_dim a multiple of 32 and a finite V") +
           highway + " (V's codes decoded to fp32 per key tile)",
-      "bf16 and fp16 V otherwise: " + highway + " (16-bit codes decoded to fp32 per key tile)",
+      "bf16 and fp16 V otherwise: " + highway +
+          " (16-bit codes decoded to fp32 per key tile; in registers for decode tiles)",
       "fp8 V (scales per tensor, token or block) and a KvCache's int8 V (per token): " + highway +
-          " (1-byte codes decoded to fp32 per key tile)",
+          " (1-byte codes decoded to fp32 per key tile, fp8 through fp16 with F16C; in "
+          "registers for decode tiles)",
       "Q off the paths above, per-channel fp8 and int8 K, smoothed operands, thresholded "
       "attention's forward: simulated (fp32 copies of the quantized values)",
       "backward with bwd=bf16 (and bwd_dp bf16): " +
