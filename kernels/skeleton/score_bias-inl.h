@@ -15,6 +15,8 @@
 
 #include <stddef.h>
 
+#include <algorithm>
+
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/skeleton/attention_problem.h"
@@ -43,6 +45,13 @@ HWY_INLINE V ModifiedScores(D d, const AttentionProblem& p, V s, V key, V m, V p
   return s;
 }
 
+// Whether a tile whose keys start at j0 is left as it is: only a window modifies scores, and
+// no row's window (the latest first key, last_begin) hides any of the tile's keys. Most of a
+// windowed row's tiles are so; the pass would rewrite them unchanged.
+HWY_INLINE bool WindowHidesNone(const AttentionProblem& p, size_t j0, size_t last_begin) {
+  return p.alibi_slopes == nullptr && p.softcap == 0.0f && j0 >= last_begin;
+}
+
 // S^T [j][i] (row stride `stride`) of keys [j0, j0 + nk) against rows [i0, i0 + columns) of
 // head h (lanes past the tile's nq rows are left as they are computed, and never read).
 HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t i0, size_t nq,
@@ -52,12 +61,15 @@ HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   HWY_ALIGN float slope[kTileMax], position[kTileMax], begin[kTileMax];
+  size_t last_begin = 0;
   for (size_t i = 0; i < columns; ++i) {
     const bool row = i < nq;
     slope[i] = row && p.alibi_slopes != nullptr ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f;
     position[i] = row ? float(p.QueryPosition(i0 + i)) : 0.0f;
     begin[i] = row ? float(p.VisibleBegin(i0 + i)) : 0.0f;
+    if (row) last_begin = std::max(last_begin, p.VisibleBegin(i0 + i));
   }
+  if (WindowHidesNone(p, j0, last_begin)) return;
   for (size_t i = 0; i < columns; i += N) {
     const auto m = hn::Load(d, slope + i), pos = hn::Load(d, position + i);
     const auto first = hn::Load(d, begin + i);
@@ -74,6 +86,9 @@ HWY_INLINE void ModifyScoresQueryMajor(const AttentionProblem& p, size_t h, size
                                        size_t j0, size_t width, float* HWY_RESTRICT s,
                                        size_t stride) {
   if (!p.ModifiesScores()) return;
+  size_t last_begin = 0;
+  for (size_t i = 0; i < nq; ++i) last_begin = std::max(last_begin, p.VisibleBegin(i0 + i));
+  if (WindowHidesNone(p, j0, last_begin)) return;
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const auto lanes = hn::Iota(d, 0.0f);
