@@ -226,7 +226,8 @@ void BM_PreparedForward(benchmark::State& state, const Precision& precision) {
 // peak_bw of the same thread count in the same run.
 void SetDecodeCounters(benchmark::State& state, double bytes, int threads) {
   const double gigabytes = bytes * 1e-9;
-  state.counters["GBps"] = benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GBps"] =
+      benchmark::Counter(gigabytes, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bw_frac"] = benchmark::Counter(gigabytes / MeasuredPeakBandwidth(threads),
                                                  benchmark::Counter::kIsIterationInvariantRate);
   state.counters["kv_bytes"] = bytes;

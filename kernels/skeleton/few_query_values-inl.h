@@ -99,14 +99,20 @@ HWY_INLINE void FewQueryValuesOf(const HeadRows& v, size_t j0, size_t lo, size_t
 HWY_INLINE void FewQueryValues(const HeadRows& v, size_t j0, size_t lo, size_t hi,
                                const float* HWY_RESTRICT w, size_t dim, float* HWY_RESTRICT out,
                                size_t out_stride) {
+  // A direct switch: a generic lambda here has left the products out of line (slower).
   switch (KindOf(v)) {
-    case RowKind::kBf16: return FewQueryValuesOf<RowKind::kBf16>(v, j0, lo, hi, w, dim, out, out_stride);
-    case RowKind::kFp16: return FewQueryValuesOf<RowKind::kFp16>(v, j0, lo, hi, w, dim, out, out_stride);
-    case RowKind::kE4M3: return FewQueryValuesOf<RowKind::kE4M3>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kBf16:
+      return FewQueryValuesOf<RowKind::kBf16>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kFp16:
+      return FewQueryValuesOf<RowKind::kFp16>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kE4M3:
+      return FewQueryValuesOf<RowKind::kE4M3>(v, j0, lo, hi, w, dim, out, out_stride);
     case RowKind::kE4M3NoNaN:
       return FewQueryValuesOf<RowKind::kE4M3NoNaN>(v, j0, lo, hi, w, dim, out, out_stride);
-    case RowKind::kE5M2: return FewQueryValuesOf<RowKind::kE5M2>(v, j0, lo, hi, w, dim, out, out_stride);
-    case RowKind::kInt8: return FewQueryValuesOf<RowKind::kInt8>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kE5M2:
+      return FewQueryValuesOf<RowKind::kE5M2>(v, j0, lo, hi, w, dim, out, out_stride);
+    case RowKind::kInt8:
+      return FewQueryValuesOf<RowKind::kInt8>(v, j0, lo, hi, w, dim, out, out_stride);
     case RowKind::kE4M3Over256: break;  // never a row's kind (KindOf)
     case RowKind::kFloat: break;
   }

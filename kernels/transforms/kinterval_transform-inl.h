@@ -284,8 +284,9 @@ struct KIntervalTransformT {
     BeginForward(out, nullptr, 0);
     for (size_t c = 0; c < count; ++c) {
       for (size_t i = 0; i < kTileQ; ++i) {
-        if (blocks[c].m[i] > out.m[i]) out.m[i] = blocks[c].m[i], out.argmax[i] = blocks[c].argmax[i];
-        if (blocks[c].a[i] < out.a[i]) out.a[i] = blocks[c].a[i], out.argmin[i] = blocks[c].argmin[i];
+        const ForwardState& block = blocks[c];
+        if (block.m[i] > out.m[i]) out.m[i] = block.m[i], out.argmax[i] = block.argmax[i];
+        if (block.a[i] < out.a[i]) out.a[i] = block.a[i], out.argmin[i] = block.argmin[i];
       }
     }
   }
