@@ -308,11 +308,6 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
                        const ThresholdOptions& threshold, const ThresholdBackwardArgs& args) {
   CheckThresholdCall(shape, options, threshold, args.lambda_param);
   CheckBackwardTensors(shape, threshold, args);
-  if (!options.precision.BackwardIsFp32()) {  // docs/math.md §4.2: the dense transforms only
-    throw std::invalid_argument(
-        "lpattn thresholded attention: its sparse backward has no low-precision form; drop the "
-        "bwd and bwd_dp options");
-  }
   AttentionProblem problem = MakeProblem(shape, options);
   problem.scale = float(ThresholdScale(options));
   const ThresholdCall call = MakeCall(shape, problem, threshold, args.lambda_param);
@@ -351,8 +346,12 @@ void ThresholdBackward(const AttentionShape& shape, const AttentionOptions& opti
         a.dq = {dq_hat, q_dense};
         a.dk = {dk_hat, kv_dense};
       }
+      // docs/math.md §4.2: the view's product operands rounded (q^ and k^ with l2), P = c a
+      // and dS per block in the tiles; fp32 products, as off the native paths.
+      AttentionProblem view_problem = problem;
+      operands.PrepareBackward(a, view_problem, {false, !threshold.l2_normalize});
       HWY_DYNAMIC_DISPATCH(ThresholdBackwardTiled)(
-          problem, call, t, a, row_ds.empty() ? nullptr : row_ds.data() + size_t(t) * rows,
+          view_problem, call, t, a, row_ds.empty() ? nullptr : row_ds.data() + size_t(t) * rows,
           t == 1 ? row_a_dp.data() : nullptr);
       if (threshold.l2_normalize) {
         NormaliseBackward(in.q[t], q_hat, dq_hat, args.dq[t], shape.batch, shape.heads,

@@ -529,7 +529,8 @@ void QuantizedOperands::PrepareAmxBackward(const BackwardArgs& args, BackwardRou
   if (finite) r.amx = amx;
 }
 
-void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProblem& problem) {
+void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProblem& problem,
+                                        BackwardPlan plan) {
   const Precision& p = precision_;
   if (p.BackwardIsFp32()) return;
   const quant::QuantSpec sums = p.BackwardTokenSumSpec(), dp = p.BackwardDpSpec();
@@ -542,7 +543,8 @@ void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProbl
   const auto cast_of = [&](quant::Format forward, const quant::QuantSpec& spec) {
     return forward == quant::Format::kBf16 && spec.format == quant::Format::kBf16;
   };
-  const bool q_is_bf16 = cast_of(p.qk, sums), k_is_bf16 = cast_of(p.qk, sums) && !p.smooth_k;
+  const bool q_is_bf16 = plan.forward_qk && cast_of(p.qk, sums);
+  const bool k_is_bf16 = q_is_bf16 && !p.smooth_k;
   const bool v_is_bf16 = cast_of(p.pv, dp);
   const int64_t heads = shape_.heads, kv_heads = shape_.kv_heads;
   BackwardRounding& r = problem.bwd;
@@ -556,7 +558,7 @@ void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProbl
   r.dp_v = v_is_bf16 ? args.v : copy(args.v, dp, kv_heads, shape_.kv_len, "lpattn backward V");
   r.format = p.bwd;
   r.scaled = quant::FormatIsScaled(p.bwd) || sums.scale_casts;
-  PrepareAmxBackward(args, r);
+  if (plan.tiles) PrepareAmxBackward(args, r);
 }
 
 }  // namespace lpattn

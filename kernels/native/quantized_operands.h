@@ -25,6 +25,12 @@ namespace lpattn {
 template <class T>
 using Buffer = std::vector<T, native::PooledAllocator<T>>;
 
+// What QuantizedOperands::PrepareBackward prepares.
+struct BackwardPlan {
+  bool tiles = true;       // the AMX tile layouts too (a sparse transform's backward reads none)
+  bool forward_qk = true;  // the arguments' Q and K are the forward's (not normalised copies)
+};
+
 class QuantizedOperands {
  public:
   QuantizedOperands(const AttentionShape& shape, const Precision& precision)
@@ -66,7 +72,8 @@ class QuantizedOperands {
   // docs/math.md §4.2, the low-precision backward: rounded copies of its products' operands
   // (from `args` as Substitute returns them, so on the forward's dequantized Q, K and V) and
   // how P and dS are rounded, into problem.bwd. Nothing with bwd = bwd_dp = fp32.
-  void PrepareBackward(const BackwardArgs& args, AttentionProblem& problem);
+  void PrepareBackward(const BackwardArgs& args, AttentionProblem& problem,
+                       BackwardPlan plan = {});
   // Bytes of every buffer held: copies, codes and scales.
   size_t BytesHeld() const;
   ConstTensor PrepareQueries(ConstTensor q, AttentionProblem& problem);

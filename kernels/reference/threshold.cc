@@ -128,6 +128,9 @@ ReferenceThresholdForwardResult ReferenceThresholdForward(const AttentionShape& 
   return result;
 }
 
+// §3's backward, with §4.2's rounding (bwd, bwd_dp): per view, P = c a and dS of each (batch,
+// head) rounded block by block, and the products' operands (q^, k^, dO; dO and V in dP)
+// rounded as the dense transforms round theirs. d beta takes the unrounded dS.
 ReferenceThresholdGradients ReferenceThresholdBackward(const AttentionShape& shape,
                                                        const AttentionOptions& call_options,
                                                        const ThresholdOptions& threshold,
@@ -138,59 +141,58 @@ ReferenceThresholdGradients ReferenceThresholdBackward(const AttentionShape& sha
   const ThresholdOperands ops = PrepareThreshold(shape, options, threshold, inputs);
   CheckSize(d_o, shape.batch * shape.heads * shape.q_len * shape.head_dim, "d_o");
   const double scale = ThresholdScale(options);
-  const int64_t dim = shape.head_dim;
+  const int64_t dim = shape.head_dim, kv_len = shape.kv_len;
   ReferenceThresholdGradients grads;
-  for (int t = 0; t < threshold.views; ++t) {
-    grads.dq[t].assign(inputs.q[t].size(), 0.0);  // dq^ and dk^ until the L2 backward
-    grads.dk[t].assign(inputs.k[t].size(), 0.0);
-  }
   grads.dv.assign(inputs.v.size(), 0.0);
   grads.d_lambda.assign(size_t(shape.heads), 0.0);
-  std::vector<double> s, a, g, da, ds;
-  for (int64_t b = 0; b < shape.batch; ++b) {
-    for (int64_t h = 0; h < shape.heads; ++h) {
-      const int64_t kv_h = KvHeadOf(shape, h);
-      for (int64_t i = 0; i < shape.q_len; ++i) {
-        const int64_t visible = VisibleKeyCount(shape, options, i);
-        if (visible == 0) continue;
-        const double tau = ThresholdTau(threshold, visible, dim);
-        const size_t row = QRowOffset(shape, b, h, i);
-        const double* G_i = &d_o[row];
-        g.resize(size_t(visible));
-        for (int64_t j = 0; j < visible; ++j) {
-          g[size_t(j)] = Dot(G_i, &inputs.v[KvRowOffset(shape, b, kv_h, j)], dim);  // G_i . v_j
-        }
-        for (int t = 0; t < threshold.views; ++t) {
+  std::vector<double> s, a, g, da, ds_row, w, ds;
+  for (int t = 0; t < threshold.views; ++t) {
+    const BackwardProductOperands rounded = RoundedBackwardOperands(
+        shape, call_options.precision, {ops.q_hat[t], ops.k_hat[t], inputs.v, {}}, d_o);
+    // dq^ and dk^ until the L2 backward; dV summed over the views.
+    ReferenceGradients view{std::vector<double>(inputs.q[t].size(), 0.0),
+                            std::vector<double>(inputs.k[t].size(), 0.0), std::move(grads.dv),
+                            {}};
+    for (int64_t b = 0; b < shape.batch; ++b) {
+      for (int64_t h = 0; h < shape.heads; ++h) {
+        const int64_t kv_h = KvHeadOf(shape, h);
+        const double c = ViewSign(inputs, t, h);
+        w.assign(size_t(shape.q_len * kv_len), 0.0);  // c a and dS, zero past the visible keys
+        ds.assign(w.size(), 0.0);
+        for (int64_t i = 0; i < shape.q_len; ++i) {
+          const int64_t visible = VisibleKeyCount(shape, options, i);
+          if (visible == 0) continue;
+          const double tau = ThresholdTau(threshold, visible, dim);
+          const double* G_i = &rounded.dp_d_o[QRowOffset(shape, b, h, i)];
+          g.resize(size_t(visible));
+          for (int64_t j = 0; j < visible; ++j) {  // dP_ij = G_i . v_j
+            g[size_t(j)] = Dot(G_i, &rounded.dp_v[KvRowOffset(shape, b, kv_h, j)], dim);
+          }
           ThresholdRowScores(shape, scale, ops, t, b, h, i, visible, s);
           a.resize(s.size());
           da.resize(s.size());
-          ds.resize(s.size());
+          ds_row.resize(s.size());
           ThresholdRowForward(threshold, tau, s.data(), s.size(), a.data());
-          const double c = ViewSign(inputs, t, h);
           for (size_t j = 0; j < s.size(); ++j) da[j] = c * g[j];  // dA_t,ij
           const double ds_sum =
-              ThresholdRowBackward(threshold, tau, s.data(), s.size(), da.data(), ds.data());
+              ThresholdRowBackward(threshold, tau, s.data(), s.size(), da.data(), ds_row.data());
           grads.d_beta -= ThresholdTauPerBeta(threshold, visible, dim) * ds_sum;
           if (t == 1) {  // d lambda_param = -sum_j a2_ij (G_i . v_j), inside [0, 1]
             double sum = 0.0;
             for (size_t j = 0; j < s.size(); ++j) sum += a[j] * g[j];
             grads.d_lambda[size_t(h)] -= LambdaSlope(inputs.lambda_param[size_t(h)]) * sum;
           }
-          const double* q_i = &ops.q_hat[t][row];
           for (int64_t j = 0; j < visible; ++j) {
-            const size_t kv_row = KvRowOffset(shape, b, kv_h, j);
-            const double* k_j = &ops.k_hat[t][kv_row];
-            for (int64_t d = 0; d < dim; ++d) {
-              grads.dv[kv_row + size_t(d)] += c * a[size_t(j)] * G_i[d];
-              grads.dq[t][row + size_t(d)] += scale * ds[size_t(j)] * k_j[d];
-              grads.dk[t][kv_row + size_t(d)] += scale * ds[size_t(j)] * q_i[d];
-            }
+            w[size_t(i * kv_len + j)] = c * a[size_t(j)];
+            ds[size_t(i * kv_len + j)] = ds_row[size_t(j)];
           }
         }
+        AddBackwardProducts(shape, call_options.precision, scale, rounded, b, h, w, ds, view);
       }
     }
-  }
-  for (int t = 0; t < threshold.views; ++t) {
+    grads.dq[t] = std::move(view.dq);
+    grads.dk[t] = std::move(view.dk);
+    grads.dv = std::move(view.dv);
     NormaliseRowsBackward(ops.q_hat[t], ops.q_norm[t], dim, threshold.l2_normalize, grads.dq[t]);
     NormaliseRowsBackward(ops.k_hat[t], ops.k_norm[t], dim, threshold.l2_normalize, grads.dk[t]);
   }

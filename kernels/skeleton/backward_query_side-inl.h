@@ -295,7 +295,8 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     const size_t row0 = (b * p.heads + h) * p.q_len + i0;
     StageRowParams<Transform>(params, row0, nq, ws);
     if constexpr (Transform::kSparseWeights) {
-      const HeadRows d_o = RowsOf(args.d_o, b, h), v = RowsOf(args.v, b, h / p.group());
+      const BackwardOperands ops = ProductOperands(p, args);  // dP's (§4.2)
+      const HeadRows d_o = RowsOf(ops.dp_d_o, b, h), v = RowsOf(ops.dp_v, b, h / p.group());
       std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
       std::fill(ws.row_b, ws.row_b + kTileQ, 0.0f);
       QueryTileRecord& record = records[task];

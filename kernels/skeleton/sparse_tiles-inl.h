@@ -15,10 +15,13 @@
 #include <stdint.h>
 
 #include <algorithm>
+#include <cmath>
+#include <span>
 #include <vector>
 
 #include "hwy/highway.h"
 #include "kernels/skeleton/attention_problem.h"
+#include "quant/format.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/row_ops-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
@@ -103,6 +106,25 @@ struct QueryTileRecord {
   std::vector<uint8_t> crowded;  // [k_tiles]
 };
 
+// docs/math.md §4.2 on one block's survivors (its only nonzero weights and dS): w and dS each
+// rounded as RoundBackwardBlock rounds the dense block, bit for bit (quant::RoundToFormat is
+// RoundLanes' scalar form).
+HWY_INLINE void RoundSurvivors(const BackwardRounding& r, std::span<Survivor> block) {
+  if (r.format == quant::Format::kFp32 || block.empty()) return;
+  const auto scale_of = [&](float Survivor::*field) {
+    if (!r.scaled) return 1.0f;
+    float m = 0.0f;
+    for (const Survivor& e : block) m = std::max(m, std::fabs(e.*field));
+    if (!(m > 0.0f) || !std::isfinite(m)) return 0.0f;  // left as it is
+    return m / quant::FormatMax(r.format);
+  };
+  for (float Survivor::*field : {&Survivor::w, &Survivor::ds}) {
+    const float scale = scale_of(field);
+    if (scale == 0.0f) continue;
+    for (Survivor& e : block) e.*field = quant::RoundToFormat(r.format, e.*field, scale);
+  }
+}
+
 // A sparse transform's query-side key tile (key-major, lanes are queries, row parameters
 // staged): a and da/ds over the scores, then dS = c dP slope and dQ += dS K entry by entry
 // over the survivors (dP_ij = dO_i . v_j only there), recorded for the key side, or with the
@@ -157,33 +179,43 @@ HWY_INLINE void SparseQueryTile(const AttentionProblem& p, const Transform& tr,
       hn::Store(sum_ds, d, ws.row_a + i);
       hn::Store(sum_a_dp, d, ws.row_b + i);
     }
+    RoundBackwardBlock(p.bwd, grads, nk, kTileQ, nq);  // the block of (i0, j0), §4.2
     const RhsView k_rows = DimRows(k, j0, nk, dim, padded_dim, ws.rows.get());
     MatMulRanged({grads, 1, kTileQ}, k_rows, {dq, padded_dim}, nq, padded_dim, ws.range_begin,
                  ws.range_end);
     return;
   }
+  const size_t first = record.survivors.size();
   for (size_t j = 0; j < nk; ++j) {
     const float* a = weights + j * kTileQ;
     ForEachNonzero(a, nq, [&](size_t i) {
       const float c = ws.row_params[kC][i];
       const float dp = RowDot(d_o.row(i0 + i), v.row(j0 + j), dim);
       const float ds = c * dp * slopes[j * kTileQ + i];
-      AddScaledRow(ds, k.row(j0 + j), dim, dq + i * padded_dim);
       ws.row_a[i] += ds;
       ws.row_b[i] += a[i] * dp;
       record.survivors.push_back({uint16_t(i), uint16_t(j), c * a[i], ds});
     });
   }
+  const std::span<Survivor> block(record.survivors.data() + first, record.survivors.size() - first);
+  RoundSurvivors(p.bwd, block);  // the block of (i0, j0), §4.2, for both sides
+  for (const Survivor& e : block) AddScaledRow(e.ds, k.row(j0 + e.j), dim, dq + e.i * padded_dim);
 }
+
+// The rows a sparse key-side tile reads: dV = P^T dO's and dK = dS^T Q's, and dP = dO V^T's
+// (docs/math.md §4.2: each product's own rounded operands).
+struct KeyTileRows {
+  HeadRows q, d_o, dp_d_o, dp_v;
+};
 
 // A sparse transform's key-side tile (query-major: row i of `scores` is query i0 + i against
 // the keys [j0, j0 + nk)): dV += c a^T dO and dK += dS^T Q entry by entry over the survivors,
 // or through the dense products when many survive (the caller then runs them).
 // Returns whether the caller must run the dense products on weights (c a) and grads (dS).
 template <class Transform>
-HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr, const HeadRows& q,
-                              const HeadRows& d_o, const HeadRows& v, const float* head_params,
-                              size_t i0, size_t nq, size_t j0, size_t nk, TileWorkspace& ws,
+HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr,
+                              const KeyTileRows& rows, const float* head_params, size_t i0,
+                              size_t nq, size_t j0, size_t nk, TileWorkspace& ws,
                               float* HWY_RESTRICT dk, float* HWY_RESTRICT dv) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
@@ -208,9 +240,10 @@ HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr, co
     }
   }
   if (survivors == 0) return false;
-  if (!FewSurvivors(survivors, nq, nk)) {  // w = c a and dS = c dP slope for the products
+  // w = c a and dS = c dP slope for the products; a block to round (§4.2) takes them too.
+  if (!FewSurvivors(survivors, nq, nk) || p.bwd.format != quant::Format::kFp32) {
     float* grads = ws.grads.get();
-    MatMul<false>({d_o.row(i0), d_o.token_stride, 1}, {ws.panel_b.get(), kTileK},
+    MatMul<false>({rows.dp_d_o.row(i0), rows.dp_d_o.token_stride, 1}, {ws.panel_b.get(), kTileK},
                   {grads, kTileK}, nq, kTileK, dim);
     for (size_t i = 0; i < nq; ++i) {
       const auto c = hn::Set(d, head_params[(i0 + i) * Transform::kRowParams + kC]);
@@ -227,9 +260,9 @@ HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr, co
     const float c = head_params[(i0 + i) * Transform::kRowParams + kC];
     const float* a = weights + i * kTileK;
     ForEachNonzero(a, nk, [&](size_t j) {
-      const float dp = RowDot(d_o.row(i0 + i), v.row(j0 + j), dim);
-      AddScaledRow(c * a[j], d_o.row(i0 + i), dim, dv + j * padded_dim);
-      AddScaledRow(c * dp * slopes[i * kTileK + j], q.row(i0 + i), dim, dk + j * padded_dim);
+      const float dp = RowDot(rows.dp_d_o.row(i0 + i), rows.dp_v.row(j0 + j), dim);
+      AddScaledRow(c * a[j], rows.d_o.row(i0 + i), dim, dv + j * padded_dim);
+      AddScaledRow(c * dp * slopes[i * kTileK + j], rows.q.row(i0 + i), dim, dk + j * padded_dim);
     });
   }
   return false;

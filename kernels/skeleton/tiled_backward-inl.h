@@ -136,8 +136,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
-      const HeadRows q = RowsOf(args.q, b, h), d_o = RowsOf(args.d_o, b, h);
-      const HeadRows dp_d_o = RowsOf(ops.dp_d_o, b, h);
+      const HeadRows q = RowsOf(args.q, b, h), dp_d_o = RowsOf(ops.dp_d_o, b, h);
       const HeadRows q_product = RowsOf(ops.q, b, h), d_o_product = RowsOf(ops.d_o, b, h);
       const float* head_params = params + (b * p.heads + h) * p.q_len * Transform::kRowParams;
       for (size_t i0 = first_query / kTileQ * kTileQ; i0 < p.q_len; i0 += kTileQ) {
@@ -149,9 +148,9 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
           const size_t kt = j0 / kTileK;
           if (!record.crowded[kt]) {  // the query side's survivors: dV += c a dO, dK += dS Q
             for (uint32_t r = record.begin[kt]; r < record.begin[kt + 1]; ++r) {
-              const Survivor& e = record.survivors[r];
-              AddScaledRow(e.w, d_o.row(i0 + e.i), dim, dv + e.j * padded_dim);
-              AddScaledRow(e.ds, q.row(i0 + e.i), dim, dk + e.j * padded_dim);
+              const Survivor& e = record.survivors[r];  // rounded there (§4.2)
+              AddScaledRow(e.w, d_o_product.row(i0 + e.i), dim, dv + e.j * padded_dim);
+              AddScaledRow(e.ds, q_product.row(i0 + e.i), dim, dk + e.j * padded_dim);
             }
             continue;
           }
@@ -166,10 +165,12 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
         }
         ModifyScoresQueryMajor(p, h, i0, nq, j0, kTileK, weights, kTileK);
         if constexpr (Transform::kSparseWeights) {
-          if (!SparseKeyTile(p, tr, q, d_o, RowsOf(args.v, b, kv_head), head_params, i0, nq, j0,
-                             nk, ws, dk, dv)) {
+          if (!SparseKeyTile(p, tr, {q_product, d_o_product, dp_d_o, v}, head_params, i0, nq,
+                             j0, nk, ws, dk, dv)) {
             continue;  // nothing survived, or the survivors are done
           }
+          RoundBackwardBlock(p.bwd, weights, nq, kTileK, nk);  // the block of (i0, j0)
+          RoundBackwardBlock(p.bwd, grads, nq, kTileK, nk);
         } else {
           if (!amx) {
             MatMul<false>({dp_d_o.row(i0), dp_d_o.token_stride, 1}, {v_panel, kTileK},

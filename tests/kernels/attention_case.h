@@ -138,6 +138,18 @@ inline double ScaledMaxError(const std::vector<double>& kernel, const std::vecto
 // on one side only counts as infinite), and the largest error of any row: where a few entries
 // may land on the other side of a discontinuity or a rounding midpoint, most rows must still
 // match tightly.
+// The low-precision backward's formats (docs/math.md §4.2), each with how far a row may move
+// where an entry near a midpoint of its format rounds the other way in the kernel and the
+// reference (a few steps of the format).
+struct BackwardFormatCase {
+  const char* precision;
+  double flip;
+};
+inline constexpr BackwardFormatCase kBackwardFormats[] = {{"bwd=bf16", 4e-3},
+                                                          {"bwd=fp16", 5e-4},
+                                                          {"bwd=int8", 2e-2},
+                                                          {"bwd=int8,bwd_dp=int8", 2e-2}};
+
 struct RowMismatch {
   size_t bad = 0;
   double worst = 0.0;

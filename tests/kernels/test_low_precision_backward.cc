@@ -1,16 +1,18 @@
 // The low-precision backward (docs/math.md §4.2) on the exact kernels: the bwd and bwd_dp
 // options, the kernels against the fp64 reference that rounds the same operands, P and dS blocks
-// the same way, what each format costs the gradients, and what it refuses. The K-interval
-// backward with it is checked in test_kinterval_kernel.cc.
+// the same way, what each format costs the gradients, and what it refuses. The K-interval and
+// thresholded backwards with it are checked in test_kinterval_kernel.cc and
+// test_threshold_kernel.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kernels/precision.h"
-#include "kernels/threshold.h"
 #include "tests/kernels/attention_case.h"
 
 namespace lpattn::test {
@@ -85,16 +87,10 @@ void ExpectMatchesReference(AttentionCase c, const std::string& precision, doubl
 // Short sequences (the whole-head pass: one query block, two key blocks), long ones (the
 // query and key passes over several blocks, GQA, learned sinks), causal and not.
 TEST(LowPrecisionBackward, ExactMatchesReferenceInEveryFormat) {
-  const struct {
-    const char* precision;
-    double flip;
-  } cases[] = {{"bwd=bf16", 4e-3},
-               {"bwd=fp16", 5e-4},
-               {"bwd=int8", 2e-2},
-               {"bwd=int8,bwd_dp=int8", 2e-2},
-               {"bwd_dp=bf16", 4e-3},
-               {"qk=bf16,pv=bf16,p=bf16,bwd=bf16", 4e-3},
-               {"qk=int8,pv=int8,gran=token,bwd=int8", 2e-2}};
+  std::vector<BackwardFormatCase> cases(std::begin(kBackwardFormats), std::end(kBackwardFormats));
+  cases.insert(cases.end(), {{"bwd_dp=bf16", 4e-3},
+                             {"qk=bf16,pv=bf16,p=bf16,bwd=bf16", 4e-3},
+                             {"qk=int8,pv=int8,gran=token,bwd=int8", 2e-2}});
   for (const auto& [precision, flip] : cases) {
     for (bool causal : {false, true}) {
       ExpectMatchesReference(
@@ -160,7 +156,6 @@ TEST(LowPrecisionBackward, TheForwardIgnoresIt) {
 }
 
 // A scaled format cannot scale a non-finite dO: a clear error before any gradient is written.
-// Thresholded attention's sparse backward has no low-precision form and says so.
 TEST(LowPrecisionBackward, RefusesWhatItCannotRound) {
   AttentionCase c({1, 2, 1, 16, 16, 8}, false, SinkMode::kNone, Layout::kBHTD);
   c.options.precision = ParsePrecision("bwd=int8");
@@ -170,29 +165,6 @@ TEST(LowPrecisionBackward, RefusesWhatItCannotRound) {
     ADD_FAILURE() << "a NaN dO was scaled";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("dO"), std::string::npos) << e.what();
-  }
-
-  const AttentionShape shape{1, 1, 1, 8, 8, 8};
-  AttentionOptions options;
-  options.precision = ParsePrecision("bwd=bf16");
-  OwnedTensor q(1, 1, 8, 8, Layout::kBHTD), k(1, 1, 8, 8, Layout::kBHTD), v(1, 1, 8, 8, Layout::kBHTD);
-  OwnedTensor o(1, 1, 8, 8, Layout::kBHTD), d_o(1, 1, 8, 8, Layout::kBHTD);
-  OwnedTensor dq(1, 1, 8, 8, Layout::kBHTD), dk(1, 1, 8, 8, Layout::kBHTD), dv(1, 1, 8, 8, Layout::kBHTD);
-  ThresholdOptions threshold;
-  threshold.views = 1;
-  ThresholdBackwardArgs args;
-  args.q[0] = q.cview();
-  args.k[0] = k.cview();
-  args.v = v.cview();
-  args.d_o = d_o.cview();
-  args.dq[0] = dq.view();
-  args.dk[0] = dk.view();
-  args.dv = dv.view();
-  try {
-    ThresholdBackward(shape, options, threshold, args);
-    ADD_FAILURE() << "thresholded attention took bwd=bf16";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("bwd"), std::string::npos) << e.what();
   }
 }
 

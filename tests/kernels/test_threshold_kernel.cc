@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -279,6 +280,72 @@ TEST(ThresholdKernel, MatchesReferenceWithRoundedWeights) {
                                        ParsePrecision(precision));
       }
     }
+  }
+}
+
+// docs/math.md §4.2's low-precision backward on the sparse transform: each view's products
+// take rounded operands (q^ and k^ after the L2 normalisation), P = c a and dS are rounded per
+// block, on the survivor lists and on crowded tiles alike. As for the dense transforms
+// (test_low_precision_backward.cc), an entry within rounding of a midpoint of its format may
+// round the other way in the kernel (fp32 products) and the reference (fp64): every row must
+// match within 2e-5 but 2% + 2 of them, which stay within `flip`; and the rounding must move
+// the gradients by more than ten times that.
+void ExpectLowPrecisionBackwardMatchesReference(const AttentionShape& shape, bool causal,
+                                                const char* text, const char* precision,
+                                                double flip) {
+  const ThresholdOptions threshold = ParseThreshold(text);
+  TwoViewCase c(shape, causal, Layout::kBHTD);
+  const ReferenceThresholdGradients fp32 =
+      ReferenceThresholdBackward(shape, c.options(), threshold, c.Dense(), c.first.d_o.Dense());
+  c.first.options.precision = ParsePrecision(precision);
+  const ReferenceThresholdGradients ref =
+      ReferenceThresholdBackward(shape, c.options(), threshold, c.Dense(), c.first.d_o.Dense());
+  EXPECT_GT(test::ScaledMaxError(ref.dq[0], fp32.dq[0]) + test::ScaledMaxError(ref.dv, fp32.dv),
+            2e-4)
+      << precision << ": the rounding changed too little to test";
+  const size_t dim = size_t(shape.head_dim);
+  for (const std::string& target : test::SupportedTargets()) {
+    const test::ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok) << target;
+    const ThresholdGradRun run = RunBackward(c, threshold, Layout::kBHTD);
+    const std::string where = std::string(text) + " " + precision + " on " + target +
+                              (causal ? " causal" : " full") + " T" +
+                              std::to_string(shape.q_len) + "x" + std::to_string(shape.kv_len);
+    const auto expect_rows = [&](const char* name, const OwnedTensor& got,
+                                 const std::vector<double>& want) {
+      const test::RowMismatch m = test::CompareGradientRows(got.Dense(), want, dim);
+      EXPECT_LE(m.bad, want.size() / dim / 50 + 2) << where << " " << name << " worst " << m.worst;
+      EXPECT_LE(m.worst, flip) << where << " " << name;
+    };
+    for (int t = 0; t < threshold.views; ++t) {
+      expect_rows(t == 0 ? "dq0" : "dq1", run.dq[t], ref.dq[t]);
+      expect_rows(t == 0 ? "dk0" : "dk1", run.dk[t], ref.dk[t]);
+    }
+    expect_rows("dv", run.dv, ref.dv);
+    // d beta and d lambda sum the unrounded dS and a dP (dP from the rounded dO and V).
+    EXPECT_NEAR(run.d_beta, ref.d_beta, 1e-4 * (1.0 + std::abs(ref.d_beta))) << where;
+    for (size_t h = 0; threshold.views == 2 && h < ref.d_lambda.size(); ++h) {
+      EXPECT_NEAR(run.d_lambda[h], ref.d_lambda[h], 1e-4 * (1.0 + std::abs(ref.d_lambda[h])))
+          << where << " head " << h;
+    }
+  }
+}
+
+// One query block and several key blocks; several of both with GQA. beta = 0 keeps most
+// weights (crowded tiles), beta = 0.3 few (the survivor lists).
+TEST(ThresholdKernel, LowPrecisionBackwardMatchesReference) {
+  std::vector<test::BackwardFormatCase> cases(std::begin(test::kBackwardFormats),
+                                               std::end(test::kBackwardFormats));
+  cases.push_back({"qk=bf16,pv=bf16,bwd=bf16", 4e-3});
+  for (const auto& [precision, flip] : cases) {
+    for (const char* text : {"views=2,p=2,beta=0.3", "views=2,p=2,beta=0", "views=1,p=3,beta=0.2,l2=0"}) {
+      for (bool causal : {false, true}) {
+        ExpectLowPrecisionBackwardMatchesReference({1, 2, 1, 70, 130, 16}, causal, text,
+                                                   precision, flip);
+      }
+    }
+    ExpectLowPrecisionBackwardMatchesReference({2, 4, 2, 200, 230, 32}, true,
+                                               "views=2,p=2,beta=0.3", precision, flip);
   }
 }
 

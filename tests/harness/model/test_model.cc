@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <string>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/model/model.h"
@@ -114,6 +115,25 @@ INSTANTIATE_TEST_SUITE_P(Arms, ModelGradientTest,
                                            "sink:softcap=3,alibi=1", "exact:window=3",
                                            "sink:window=2,alibi=1"));
 
+// Normal inputs of one tda arm layer: parameters (0.3 sigma; lambda 0.6, inside [0, 1], when
+// the arm has two views), qkv, the residual x and the loss weights w.
+struct ThresholdArmInputs {
+  std::vector<float> params, qkv, x, w;
+  ThresholdArmInputs(const AttentionArm& arm, const ArmShape& s, unsigned seed, bool two_views)
+      : qkv(s.B * s.T * 3 * s.C), x(s.B * s.T * s.C), w(s.B * s.T * s.C) {
+    size_t n_params = 0;
+    for (const ArmParam& p : arm.LayerParams(SmallModel())) n_params += p.size;
+    params.resize(n_params);
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& p : params) p = 0.3f * normal(rng);
+    if (two_views) params.back() = 0.6f;
+    for (std::vector<float>* v : {&qkv, &x, &w}) {
+      for (float& e : *v) e = normal(rng);
+    }
+  }
+};
+
 // The tda arm on its own, loss = sum(w * out), against central differences of every 7th input
 // and parameter (lambda inside [0, 1]). The whole-model test above does not suit it: a row
 // whose kernel output is near zero (no or barely surviving weights, or a1 ~ lambda a2) is
@@ -124,17 +144,9 @@ TEST(Model, ThresholdArmMatchesFiniteDifferences) {
   for (const char* spec : {"tda", "tda:views=1,p=3"}) {
     const ArmShape s{2, 8, 16, 2};
     const std::unique_ptr<AttentionArm> arm = MakeArm(spec);
-    size_t n_params = 0;
-    for (const ArmParam& p : arm->LayerParams(SmallModel())) n_params += p.size;
-    std::mt19937 rng(3);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    std::vector<float> params(n_params), qkv(s.B * s.T * 3 * s.C), x(s.B * s.T * s.C),
-        w(s.B * s.T * s.C);
-    for (float& p : params) p = 0.3f * normal(rng);
-    if (std::string(spec) == "tda") params.back() = 0.6f;  // lambda, inside [0, 1]
-    for (std::vector<float>* v : {&qkv, &x, &w}) {
-      for (float& e : *v) e = normal(rng);
-    }
+    ThresholdArmInputs in(*arm, s, 3, std::string(spec) == "tda");
+    std::vector<float>&params = in.params, &qkv = in.qkv, &x = in.x, &w = in.w;
+    const size_t n_params = params.size();
     std::vector<float> act(arm->ActivationFloats(s)), out(w.size());
     auto loss = [&] {
       arm->Forward(s, params.data(), qkv.data(), x.data(), act.data(), out.data());
@@ -165,6 +177,44 @@ TEST(Model, ThresholdArmMatchesFiniteDifferences) {
     check(params, dparams);
     EXPECT_LE(missed, checked / 50) << spec << ": " << missed << " of " << checked;
     EXPECT_GT(checked, 100u);
+  }
+}
+
+// The tda arm trains with a low-precision backward too (docs/math.md §4.2): the same forward,
+// and gradients that move off the fp32 backward's by about bf16's resolution, no more.
+TEST(Model, ThresholdArmTakesALowPrecisionBackward) {
+  const ArmShape s{2, 16, 16, 2};
+  const std::unique_ptr<AttentionArm> fp32 = MakeArm("tda"), bf16 = MakeArm("tda+bwd=bf16");
+  EXPECT_EQ(bf16->Name(), "tda+bwd=bf16");
+  const ThresholdArmInputs in(*fp32, s, 5, true);
+  const std::vector<float>&params = in.params, &qkv = in.qkv, &x = in.x, &w = in.w;
+  const size_t n_params = params.size();
+  struct Pass {
+    std::vector<float> out, dqkv, dparams;
+  };
+  const auto run = [&](const AttentionArm& arm) {
+    std::vector<float> act(arm.ActivationFloats(s)), dx(x.size(), 0.0f);
+    Pass r{std::vector<float>(w.size()), std::vector<float>(qkv.size()),
+           std::vector<float>(n_params, 0.0f)};
+    arm.Forward(s, params.data(), qkv.data(), x.data(), act.data(), r.out.data());
+    arm.Backward(s, params.data(), r.dparams.data(), qkv.data(), x.data(), act.data(),
+                 r.out.data(), w.data(), r.dqkv.data(), dx.data());
+    return r;
+  };
+  const Pass a = run(*fp32), b = run(*bf16);
+  EXPECT_EQ(a.out, b.out);
+  const auto relative = [](const std::vector<float>& got, const std::vector<float>& want) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      num += double(got[i] - want[i]) * (got[i] - want[i]);
+      den += double(want[i]) * want[i];
+    }
+    return std::sqrt(num / den);
+  };
+  for (const auto& [got, want] : {std::pair(&b.dqkv, &a.dqkv), std::pair(&b.dparams, &a.dparams)}) {
+    const double e = relative(*got, *want);
+    EXPECT_GT(e, 1e-4);
+    EXPECT_LT(e, 3e-2);
   }
 }
 
