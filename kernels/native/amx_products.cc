@@ -64,15 +64,19 @@ __attribute__((target("amx-tile,amx-bf16,amx-int8"))) void Block(
 }
 
 // C (+)= A B over 2 x 2 blocks of tiles, in bytes: A rows of depth_bytes (row stride a_bytes),
-// B group rows of b_bytes, C rows of c_bytes (4-byte elements).
+// B group rows of b_bytes, C rows of c_bytes (4-byte elements). A's block of 16 rows rb starts
+// at a + 16 rb a_bytes, or at a_blocks[rb] when given (rows in pages).
 template <bool kInt8>
 void MatMul(const char* a, size_t a_bytes, size_t rows, const char* b, size_t b_bytes,
             size_t cols, size_t depth_bytes, bool accumulate, char* c, size_t c_bytes,
-            char* tail) {
+            char* tail, const char* const* a_blocks = nullptr) {
   const size_t row_blocks = (rows + kTileRows - 1) / kTileRows;
   const size_t col_blocks = (cols + 15) / 16;
+  const auto start = [&](size_t rb) {
+    return a_blocks != nullptr ? a_blocks[rb] : a + rb * kTileRows * a_bytes;
+  };
   // A last block of fewer than 16 rows is copied, zero-padded, so no load reads past A.
-  const char* last = a + (row_blocks - 1) * kTileRows * a_bytes;
+  const char* last = start(row_blocks - 1);
   size_t last_bytes = a_bytes;
   if (rows % kTileRows != 0) {
     const size_t n = rows % kTileRows;
@@ -81,9 +85,7 @@ void MatMul(const char* a, size_t a_bytes, size_t rows, const char* b, size_t b_
     last = tail;
     last_bytes = depth_bytes;
   }
-  const auto block_rows = [&](size_t rb) {
-    return rb + 1 == row_blocks ? last : a + rb * kTileRows * a_bytes;
-  };
+  const auto block_rows = [&](size_t rb) { return rb + 1 == row_blocks ? last : start(rb); };
   const auto block_bytes = [&](size_t rb) { return rb + 1 == row_blocks ? last_bytes : a_bytes; };
   for (size_t rb = 0; rb < row_blocks; rb += 2) {
     const bool two_rows = rb + 1 < row_blocks;
@@ -152,9 +154,12 @@ void AmxInt8MatMul(const int8_t* a, size_t a_stride, size_t rows, const int8_t* 
 
 void AmxInt8ScoreTile(const int8_t* keys, size_t key_stride, size_t rows, const int8_t* q_quads,
                       size_t width, size_t cols, size_t dim, const float* row_scale,
-                      const float* col_scale, float* out, size_t out_stride, int8_t* tail) {
-  AmxInt8MatMul(keys, key_stride, rows, q_quads, 4 * width, cols, dim,
-                reinterpret_cast<int32_t*>(out), out_stride, tail);
+                      const float* col_scale, float* out, size_t out_stride, int8_t* tail,
+                      const int8_t* const* key_blocks) {
+  MatMul<true>(reinterpret_cast<const char*>(keys), key_stride, rows,
+               reinterpret_cast<const char*>(q_quads), 4 * width, cols, dim, false,
+               reinterpret_cast<char*>(out), out_stride * 4, reinterpret_cast<char*>(tail),
+               reinterpret_cast<const char* const*>(key_blocks));
   ScaleRowsAndColumns<true>(out, out_stride, rows, (cols + 15) / 16 * 16, row_scale, col_scale);
   // The rows past `rows` hold int32 zeros, whose bits are float zeros already.
 }

@@ -52,9 +52,12 @@ void AmxBf16ScaledScoreTile(const uint16_t* keys, size_t key_stride, size_t rows
 // col_scale[i]) for keys j < rows (rows past them, to the next 16, come out 0) and queries i <
 // cols rounded up to 16; the same expression as the Highway integer tile's, so the two agree
 // bit for bit. q_quads: q_quads[(c / 4) * 4 * width + 4 i + c % 4] = query i's code c.
+// key_blocks (optional: keys in pages): key_blocks[r] is where keys [16 r, 16 r + 16) start,
+// key_stride apart; keys is then unused.
 void AmxInt8ScoreTile(const int8_t* keys, size_t key_stride, size_t rows, const int8_t* q_quads,
                       size_t width, size_t cols, size_t dim, const float* row_scale,
-                      const float* col_scale, float* out, size_t out_stride, int8_t* tail);
+                      const float* col_scale, float* out, size_t out_stride, int8_t* tail,
+                      const int8_t* const* key_blocks = nullptr);
 
 // The weight tile's bf16 pairs for a P V product on tiles: pairs[(j / 2) * 2 * width + 2 i +
 // j % 2] = bf16(weights[j * width + i]) (round to nearest even, as the bf16 codec rounds) for

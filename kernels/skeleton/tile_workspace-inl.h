@@ -208,6 +208,7 @@ struct TileWorkspace {
   hwy::AlignedFreeUniquePtr<int8_t[]> gathered_keys;
   HWY_ALIGN int32_t key_sums[kTileK];
   HWY_ALIGN float key_scales[kTileK];
+  const int8_t* key_blocks[kTileK / 16 + 1];  // a paged K tile's 16-row blocks, for AMX tiles
 };
 
 // A packed row's factor: `factor`, divided by max(||row||, 1e-12) with unit_rows.

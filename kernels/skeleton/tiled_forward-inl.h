@@ -126,6 +126,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
     } else if (j0 + kTileK < k_end && nq <= kFewQueries) {  // a decode tile's next pages
       const size_t next = std::min(kTileK, k_end - j0 - kTileK);
       PrefetchPagedRows(k, j0 + kTileK, next, dim);
+      PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
       PrefetchPagedRows(v, j0 + kTileK, next, dim);
     }
     if (cache != nullptr) {
