@@ -21,11 +21,11 @@
 
 #include "hwy/highway.h"
 #include "kernels/skeleton/attention_problem.h"
-#include "quant/format.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/row_ops-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "kernels/skeleton/tile_workspace-inl.h"
+#include "quant/format.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn {

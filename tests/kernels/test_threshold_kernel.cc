@@ -338,7 +338,8 @@ TEST(ThresholdKernel, LowPrecisionBackwardMatchesReference) {
                                                std::end(test::kBackwardFormats));
   cases.push_back({"qk=bf16,pv=bf16,bwd=bf16", 4e-3});
   for (const auto& [precision, flip] : cases) {
-    for (const char* text : {"views=2,p=2,beta=0.3", "views=2,p=2,beta=0", "views=1,p=3,beta=0.2,l2=0"}) {
+    for (const char* text :
+         {"views=2,p=2,beta=0.3", "views=2,p=2,beta=0", "views=1,p=3,beta=0.2,l2=0"}) {
       for (bool causal : {false, true}) {
         ExpectLowPrecisionBackwardMatchesReference({1, 2, 1, 70, 130, 16}, causal, text,
                                                    precision, flip);
