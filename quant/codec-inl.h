@@ -162,27 +162,35 @@ HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeInt8Lanes(DF df, hn::Vec<DF> x)
   return hn::ConvertTo(di, hn::Round(clamped));
 }
 
-// x rounded to `format` through `scale` (x / scale, rounded, times scale): the vector form of
-// RoundToFormat(format, x, scale), bit for bit; x itself for fp32.
+// x rounded to `format` with scale 1 (the float formats' casts, int8's integers): RoundLanes
+// without its division and multiplication, which are exact then but not free; x itself for
+// fp32.
 template <class DF>
-HWY_INLINE hn::Vec<DF> RoundLanes(DF df, hn::Vec<DF> x, Format format, float scale) {
-  const auto vscale = hn::Set(df, scale);
-  const auto y = hn::Div(x, vscale);
+HWY_INLINE hn::Vec<DF> RoundLanesUnscaled(DF df, hn::Vec<DF> x, Format format) {
   switch (format) {
     case Format::kBf16:
-      return hn::Mul(DecodeMiniFloat<kBf16Layout>(df, EncodeMiniFloat<kBf16Layout>(df, y)), vscale);
+      return DecodeMiniFloat<kBf16Layout>(df, EncodeMiniFloat<kBf16Layout>(df, x));
     case Format::kFp16:
-      return hn::Mul(DecodeFp16Lanes(df, EncodeFp16Lanes(df, y)), vscale);
+      return DecodeFp16Lanes(df, EncodeFp16Lanes(df, x));
     case Format::kFp8E4M3:
-      return hn::Mul(DecodeMiniFloat<kE4M3Layout>(df, EncodeMiniFloat<kE4M3Layout>(df, y)), vscale);
+      return DecodeMiniFloat<kE4M3Layout>(df, EncodeMiniFloat<kE4M3Layout>(df, x));
     case Format::kFp8E5M2:
-      return hn::Mul(DecodeMiniFloat<kE5M2Layout>(df, EncodeMiniFloat<kE5M2Layout>(df, y)), vscale);
+      return DecodeMiniFloat<kE5M2Layout>(df, EncodeMiniFloat<kE5M2Layout>(df, x));
     case Format::kInt8:
-      return hn::Mul(hn::ConvertTo(df, EncodeInt8Lanes(df, y)), vscale);
+      return hn::ConvertTo(df, EncodeInt8Lanes(df, x));
     case Format::kFp32:
       break;
   }
   return x;
+}
+
+// x rounded to `format` through `scale` (x / scale, rounded, times scale): the vector form of
+// RoundToFormat(format, x, scale), bit for bit; x itself for fp32.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundLanes(DF df, hn::Vec<DF> x, Format format, float scale) {
+  if (format == Format::kFp32) return x;
+  const auto vscale = hn::Set(df, scale);
+  return hn::Mul(RoundLanesUnscaled(df, hn::Div(x, vscale), format), vscale);
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -131,7 +131,7 @@ HWY_INLINE hn::Vec<DF> AmxLanes(DF df, const HeadRows& src, size_t t, size_t c, 
   const auto x = RowLanes(df, src, t, c);
   if (src.coded() || kind == AmxScores::kFp8) return x;
   const quant::Format format = kind == AmxScores::kFp16 ? quant::Format::kFp16 : quant::Format::kBf16;
-  return quant::HWY_NAMESPACE::RoundLanes(df, x, format, 1.0f);
+  return quant::HWY_NAMESPACE::RoundLanesUnscaled(df, x, format);
 }
 
 // Row t of src as the AMX operand's codes: dim of them, or for the fp16 split 4 dim, a key as
@@ -166,11 +166,22 @@ HWY_INLINE void PackAmxQueryPairs(const AttentionProblem& p, const HeadRows& q, 
   uint32_t* words = ws.AmxQueryPairs();
   std::fill(words, words + depth / 2 * kTileQ, 0u);
   HWY_ALIGN uint16_t row[TileWorkspace::kAmxDepth];
+  HWY_ALIGN uint32_t row_words[TileWorkspace::kAmxDepth / 2];
+  // A row's pairs are its codes read as words (the low half first, as x86 stores them), each
+  // scattered to its pair row: the panel is the transpose of the rows' words.
+  const hn::ScalableTag<uint32_t> du;
+  const size_t N = hn::Lanes(du);
+  const auto pair_rows = hn::Mul(hn::Iota(du, 0), hn::Set(du, uint32_t(kTileQ)));
+  const hn::RebindToSigned<decltype(du)> di;
   for (size_t i = 0; i < nq; ++i) {
     AmxCodeRow(q, i0 + i, p.dim, p.amx_qk, false, row);
-    for (size_t w = 0; w < depth / 2; ++w) {
-      words[w * kTileQ + i] = uint32_t(row[2 * w]) | uint32_t(row[2 * w + 1]) << 16;
+    std::memcpy(row_words, row, depth * sizeof(uint16_t));
+    size_t w = 0;
+    for (; w + N <= depth / 2; w += N) {
+      hn::ScatterIndex(hn::Load(du, row_words + w), du, words + w * kTileQ + i,
+                       hn::BitCast(di, pair_rows));
     }
+    for (; w < depth / 2; ++w) words[w * kTileQ + i] = row_words[w];
   }
   if (p.amx_qk == AmxScores::kFp8) {
     std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);

@@ -342,6 +342,15 @@ HWY_INLINE void RoundTile(float* HWY_RESTRICT tile, size_t rows, size_t stride, 
                           quant::Format format, float scale) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
+  if (scale == 1.0f) {  // the float formats' casts and P's fixed float scale: no division
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t c = 0; c < cols; c += N) {
+        float* w = tile + r * stride + c;
+        hn::StoreU(quant::HWY_NAMESPACE::RoundLanesUnscaled(d, hn::LoadU(d, w), format), d, w);
+      }
+    }
+    return;
+  }
   for (size_t r = 0; r < rows; ++r) {
     for (size_t c = 0; c < cols; c += N) {
       float* w = tile + r * stride + c;
@@ -550,17 +559,21 @@ HWY_INLINE bool AmxPvEnabled(const AttentionProblem& p) {
 
 // out_t's columns i < nq times factor[i] (the online softmax's rescale), over the tile's
 // `columns` (whole vectors: the products write no others); the padding columns stay 0
-// whatever the transform left in their factors.
+// whatever the transform left in their factors. A vector of columns whose factors are all 1
+// (no row's max moved: most key tiles once a row has seen a few) is left as it is, which is
+// what the multiplication would give, without a pass over the accumulator's memory.
 HWY_INLINE void ScaleColumns(float* HWY_RESTRICT out_t, size_t dim, size_t nq, size_t columns,
                              const float* HWY_RESTRICT factor) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   HWY_ALIGN float f[kTileQ];
   for (size_t i = 0; i < columns; ++i) f[i] = i < nq ? factor[i] : 0.0f;
-  for (size_t c = 0; c < dim; ++c) {
-    for (size_t i = 0; i < columns; i += N) {
+  for (size_t i = 0; i < columns; i += N) {
+    const auto scale = hn::Load(d, f + i);
+    if (hn::AllTrue(d, hn::Eq(scale, hn::Set(d, 1.0f)))) continue;
+    for (size_t c = 0; c < dim; ++c) {
       float* row = out_t + c * kTileQ + i;
-      hn::Store(hn::Mul(hn::Load(d, f + i), hn::Load(d, row)), d, row);
+      hn::Store(hn::Mul(scale, hn::Load(d, row)), d, row);
     }
   }
 }

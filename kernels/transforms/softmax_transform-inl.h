@@ -40,6 +40,35 @@ HWY_INLINE V ExpKeepNaN(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, w);
 }
 
+// The max over keys j < nk of each lane's column of a key-major tile (st[j * kTileQ]), keys
+// j >= limit counting as -inf unless all_visible: four independent chains, because one chain
+// of dependent maxima waits out the instruction's latency at every key (a profile of the AMX
+// forwards found a tenth of the transform's time there).
+template <bool kAllVisible, class D>
+HWY_INLINE hn::Vec<D> ColumnMaxOf(D d, const float* HWY_RESTRICT st, size_t nk,
+                                  hn::Vec<D> limit) {
+  const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+  const auto score = [&](size_t j) {
+    const auto s = hn::LoadU(d, st + j * kTileQ);
+    return kAllVisible ? s : hn::IfThenElse(hn::Lt(hn::Set(d, float(j)), limit), s, neg_inf);
+  };
+  auto m0 = neg_inf, m1 = neg_inf, m2 = neg_inf, m3 = neg_inf;
+  size_t j = 0;
+  for (; j + 4 <= nk; j += 4) {
+    m0 = hn::Max(m0, score(j));
+    m1 = hn::Max(m1, score(j + 1));
+    m2 = hn::Max(m2, score(j + 2));
+    m3 = hn::Max(m3, score(j + 3));
+  }
+  for (; j < nk; ++j) m0 = hn::Max(m0, score(j));
+  return hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
+}
+template <class D>
+HWY_INLINE hn::Vec<D> ColumnMax(D d, const float* HWY_RESTRICT st, size_t nk, hn::Vec<D> limit,
+                                bool all_visible) {
+  return all_visible ? ColumnMaxOf<true>(d, st, nk, limit) : ColumnMaxOf<false>(d, st, nk, limit);
+}
+
 struct SoftmaxTransform {
   static constexpr bool kRowStatsPass = false;  // online: one pass with rescaling
   static constexpr bool kHasRowTerms = false;   // dS is elementwise given Delta
@@ -74,17 +103,10 @@ struct SoftmaxTransform {
                  float* HWY_RESTRICT alpha) const {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
-    const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
     for (size_t i = 0; i < columns; i += N) {
       const auto limit = hn::LoadU(d, visible + i);
-      auto row_max = neg_inf;
-      for (size_t j = 0; j < nk; ++j) {
-        auto s = hn::LoadU(d, st + j * kTileQ + i);
-        if (!all_visible) s = hn::IfThenElse(hn::Lt(hn::Set(d, float(j)), limit), s, neg_inf);
-        row_max = hn::Max(row_max, s);
-      }
       const auto m_old = hn::LoadU(d, state.m + i);
-      const auto m_new = hn::Max(m_old, row_max);
+      const auto m_new = hn::Max(m_old, ColumnMax(d, st + i, nk, limit, all_visible));
       // exp(-inf - -inf) is NaN; Highway's Exp turns it into 0, which is right here: such a row
       // has seen nothing yet, so its accumulator and normaliser are 0 anyway.
       const auto rescale = hn::Exp(d, hn::Sub(m_old, m_new));
