@@ -169,6 +169,7 @@ void AmxBf16ScoreTile(const uint16_t* keys, size_t key_stride, size_t rows,
                       float scale, float* out, size_t out_stride, uint16_t* tail) {
   AmxBf16MatMul(keys, key_stride, rows, q_pairs, 2 * width, cols, depth, false, out, out_stride,
                 tail);
+  if (scale == 1.0f) return;  // a scale folded into the query panel
   ScaleTile(out, out_stride, (rows + kTileRows - 1) / kTileRows * kTileRows, (cols + 15) / 16 * 16,
             scale);
 }

@@ -37,7 +37,8 @@ void AmxInt8MatMul(const int8_t* a, size_t a_stride, size_t rows, const int8_t* 
 // S^T = scale * K Q^T for one score tile, fp32, key-major (out[j * out_stride + i]): keys as A
 // (rows of `depth` codes, row stride key_stride: the head dimension, or 4 times it for the
 // fp16 split), the query panel as B (pair rows of width queries, width >= cols rounded up to
-// 16), the scale applied as the tile is stored.
+// 16), the scale applied as the tile is stored (no pass at all for 1: a scale the caller folded
+// into the query panel).
 void AmxBf16ScoreTile(const uint16_t* keys, size_t key_stride, size_t rows,
                       const uint16_t* q_pairs, size_t width, size_t cols, size_t depth,
                       float scale, float* out, size_t out_stride, uint16_t* tail);

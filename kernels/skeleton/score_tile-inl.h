@@ -134,20 +134,36 @@ HWY_INLINE hn::Vec<DF> AmxLanes(DF df, const HeadRows& src, size_t t, size_t c, 
   return quant::HWY_NAMESPACE::RoundLanesUnscaled(df, x, format);
 }
 
+// The part of the score scale the AMX query panel carries (docs/math.md §4.1): a power of two
+// (1/8 at D = 64, 1/16 at D = 256) times a bf16 value, or an fp16 one's two bf16 halves, is
+// exact, and so is each product and each fp32 sum scaled by it, so folding it into Q gives the
+// sums the tile's scaling would and saves that pass over every score tile. Other scales (D =
+// 128) stay with the sums, and fp8 scales its sums per key and query anyway: factor 1.
+HWY_INLINE float AmxQueryFactor(const AttentionProblem& p) {
+  if (p.amx_qk != AmxScores::kBf16 && p.amx_qk != AmxScores::kFp16) return 1.0f;
+  int exponent = 0;
+  const float mantissa = std::frexp(p.scale, &exponent);
+  return mantissa == 0.5f && exponent > -60 && exponent < 60 ? p.scale : 1.0f;
+}
+
 // Row t of src as the AMX operand's codes: dim of them, or for the fp16 split 4 dim, a key as
 // [hi, lo, hi, lo] and a query as [hi, hi, lo, lo], whose product sums (qh + ql)(kh + kl) per
 // channel. dim is a multiple of 32, so of every target's lanes.
+// factor: a power of two the values are multiplied by (AmxQueryFactor), exactly.
 HWY_INLINE void AmxCodeRow(const HeadRows& src, size_t t, size_t dim, AmxScores kind, bool key,
-                           uint16_t* HWY_RESTRICT out) {
+                           uint16_t* HWY_RESTRICT out, float factor = 1.0f) {
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(df);
+  const auto scaled = hn::Set(df, factor);
   if (kind != AmxScores::kFp16) {
-    for (size_t c = 0; c < dim; c += N) StoreBf16Codes(df, AmxLanes(df, src, t, c, kind), out + c);
+    for (size_t c = 0; c < dim; c += N) {
+      StoreBf16Codes(df, hn::Mul(scaled, AmxLanes(df, src, t, c, kind)), out + c);
+    }
     return;
   }
   uint16_t* lo = out + (key ? dim : 2 * dim);
   for (size_t c = 0; c < dim; c += N) {
-    StoreSplitCodes(df, AmxLanes(df, src, t, c, kind), out + c, lo + c);
+    StoreSplitCodes(df, hn::Mul(scaled, AmxLanes(df, src, t, c, kind)), out + c, lo + c);
   }
   if (key) {
     std::memcpy(out + 2 * dim, out, 2 * dim * sizeof(uint16_t));
@@ -165,6 +181,7 @@ HWY_INLINE void PackAmxQueryPairs(const AttentionProblem& p, const HeadRows& q, 
   const size_t depth = AmxDepth(p);
   uint32_t* words = ws.AmxQueryPairs();
   std::fill(words, words + depth / 2 * kTileQ, 0u);
+  const float factor = AmxQueryFactor(p);
   HWY_ALIGN uint16_t row[TileWorkspace::kAmxDepth];
   HWY_ALIGN uint32_t row_words[TileWorkspace::kAmxDepth / 2];
   // A row's pairs are its codes read as words (the low half first, as x86 stores them), each
@@ -174,7 +191,7 @@ HWY_INLINE void PackAmxQueryPairs(const AttentionProblem& p, const HeadRows& q, 
   const auto pair_rows = hn::Mul(hn::Iota(du, 0), hn::Set(du, uint32_t(kTileQ)));
   const hn::RebindToSigned<decltype(du)> di;
   for (size_t i = 0; i < nq; ++i) {
-    AmxCodeRow(q, i0 + i, p.dim, p.amx_qk, false, row);
+    AmxCodeRow(q, i0 + i, p.dim, p.amx_qk, false, row, factor);
     std::memcpy(row_words, row, depth * sizeof(uint16_t));
     size_t w = 0;
     for (; w + N <= depth / 2; w += N) {
@@ -198,14 +215,14 @@ HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_
   const size_t depth = AmxDepth(p);
   if (p.amx_qk == AmxScores::kBf16 && k.Contiguous(j0, nk)) {
     native::AmxBf16ScoreTile(k.code_row(j0), k.token_stride, nk, pairs, kTileQ, columns, depth,
-                             p.scale, out, kTileQ, tail);
+                             p.scale / AmxQueryFactor(p), out, kTileQ, tail);
     return;
   }
   uint16_t* rows = ws.AmxKeyRows();
   if (p.amx_qk == AmxScores::kBf16) {  // paged rows across blocks: their codes gathered
     for (size_t j = 0; j < nk; ++j) CopyBytes(k.code_row(j0 + j), 2 * p.dim, rows + j * depth);
-    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, p.scale, out, kTileQ,
-                             tail);
+    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth,
+                             p.scale / AmxQueryFactor(p), out, kTileQ, tail);
     return;
   }
   for (size_t j = 0; j < nk; ++j) AmxCodeRow(k, j0 + j, p.dim, p.amx_qk, true, rows + j * depth);
@@ -215,7 +232,8 @@ HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_
     native::AmxBf16ScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, key_scales,
                                    ws.col_scale, out, kTileQ, tail);
   } else {
-    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, p.scale, out, kTileQ,
+    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth,
+                             p.scale / AmxQueryFactor(p), out, kTileQ,
                              tail);
   }
 }
