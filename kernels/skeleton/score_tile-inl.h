@@ -213,16 +213,17 @@ HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_
   const uint16_t* pairs = reinterpret_cast<const uint16_t*>(ws.AmxQueryPairs());
   uint16_t* tail = ws.AmxTail();
   const size_t depth = AmxDepth(p);
+  const float sum_scale = p.scale / AmxQueryFactor(p);  // what the query panel does not carry
   if (p.amx_qk == AmxScores::kBf16 && k.Contiguous(j0, nk)) {
     native::AmxBf16ScoreTile(k.code_row(j0), k.token_stride, nk, pairs, kTileQ, columns, depth,
-                             p.scale / AmxQueryFactor(p), out, kTileQ, tail);
+                             sum_scale, out, kTileQ, tail);
     return;
   }
   uint16_t* rows = ws.AmxKeyRows();
   if (p.amx_qk == AmxScores::kBf16) {  // paged rows across blocks: their codes gathered
     for (size_t j = 0; j < nk; ++j) CopyBytes(k.code_row(j0 + j), 2 * p.dim, rows + j * depth);
-    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth,
-                             p.scale / AmxQueryFactor(p), out, kTileQ, tail);
+    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
+                             kTileQ, tail);
     return;
   }
   for (size_t j = 0; j < nk; ++j) AmxCodeRow(k, j0 + j, p.dim, p.amx_qk, true, rows + j * depth);
@@ -232,9 +233,8 @@ HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_
     native::AmxBf16ScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, key_scales,
                                    ws.col_scale, out, kTileQ, tail);
   } else {
-    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth,
-                             p.scale / AmxQueryFactor(p), out, kTileQ,
-                             tail);
+    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
+                             kTileQ, tail);
   }
 }
 

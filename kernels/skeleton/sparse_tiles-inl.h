@@ -111,16 +111,13 @@ struct QueryTileRecord {
 // RoundLanes' scalar form).
 HWY_INLINE void RoundSurvivors(const BackwardRounding& r, std::span<Survivor> block) {
   if (r.format == quant::Format::kFp32 || block.empty()) return;
-  const auto scale_of = [&](float Survivor::*field) {
-    if (!r.scaled) return 1.0f;
-    float m = 0.0f;
-    for (const Survivor& e : block) m = std::max(m, std::fabs(e.*field));
-    if (!(m > 0.0f) || !std::isfinite(m)) return 0.0f;  // left as it is
-    return m / quant::FormatMax(r.format);
-  };
   for (float Survivor::*field : {&Survivor::w, &Survivor::ds}) {
-    const float scale = scale_of(field);
-    if (scale == 0.0f) continue;
+    float amax = 0.0f;
+    if (r.scaled) {
+      for (const Survivor& e : block) amax = std::max(amax, std::fabs(e.*field));
+    }
+    const float scale = BackwardBlockScale(r, amax);
+    if (scale == 0.0f) continue;  // left as it is
     for (Survivor& e : block) e.*field = quant::RoundToFormat(r.format, e.*field, scale);
   }
 }

@@ -365,6 +365,15 @@ HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
   RoundTile(st, nk, kTileQ, columns, format, scale);
 }
 
+// docs/math.md §4.2: the scale of a block of the backward's P or dS whose largest magnitude is
+// amax: 1 unscaled (bf16, fp16), else amax / FormatMax; 0 for a block left as it is (no finite
+// nonzero magnitude, or one below every scale).
+HWY_INLINE float BackwardBlockScale(const BackwardRounding& r, float amax) {
+  if (!r.scaled) return 1.0f;
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 0.0f;
+  return amax / quant::FormatMax(r.format);
+}
+
 // docs/math.md §4.2: one block of the backward's P or dS (rows x cols of a tile whose rows are
 // `stride` apart, padded to whole vectors) rounded in place: scaled formats with one scale for
 // the block, amax / FormatMax over its rows x cols (a block without a finite nonzero magnitude
@@ -372,23 +381,21 @@ HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
 HWY_INLINE void RoundBackwardBlock(const BackwardRounding& r, float* tile, size_t rows,
                                    size_t stride, size_t cols) {
   if (r.format == quant::Format::kFp32) return;
-  float scale = 1.0f;
+  float amax = 0.0f;
   if (r.scaled) {
     const hn::ScalableTag<float> d;
     const size_t N = hn::Lanes(d);
-    auto amax = hn::Zero(d);
+    auto m = hn::Zero(d);
     for (size_t row = 0; row < rows; ++row) {
       for (size_t c = 0; c < cols; c += N) {
         const auto x = hn::IfThenElseZero(hn::FirstN(d, cols - c), hn::LoadU(d, tile + row * stride + c));
-        amax = hn::Max(amax, hn::Abs(x));
+        m = hn::Max(m, hn::Abs(x));
       }
     }
-    const float m = hn::GetLane(hn::MaxOfLanes(d, amax));
-    if (!(m > 0.0f) || !std::isfinite(m)) return;
-    scale = m / quant::FormatMax(r.format);
-    if (scale == 0.0f) return;  // below every scale: left as it is
+    amax = hn::GetLane(hn::MaxOfLanes(d, m));
   }
-  RoundTile(tile, rows, stride, cols, r.format, scale);
+  const float scale = BackwardBlockScale(r, amax);
+  if (scale != 0.0f) RoundTile(tile, rows, stride, cols, r.format, scale);
 }
 
 // A tile's rows (key-major weights, `stride` floats a row) as int8 codes through p_scale,
