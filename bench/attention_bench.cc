@@ -233,14 +233,20 @@ void SetDecodeCounters(benchmark::State& state, double bytes, int threads) {
   state.counters["kv_bytes"] = bytes;
 }
 
+// Causal attention on `threads` threads (0: the caller's arena).
+AttentionOptions CausalOptions(int threads) {
+  AttentionOptions options;
+  options.causal = true;
+  options.threads = threads;
+  return options;
+}
+
 // exact_decode*: q_len new queries (1; 4 and 16 for speculative decoding) against kv_len keys
 // held in a PreparedKv of the cache's format, batch 1, causal (docs/performance.md §1). A call
 // reads the cache once: GBps counts the bytes it holds per second, bw_frac divides them by
 // peak_bw of the same thread count in the same run.
 void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precision, int threads) {
-  AttentionOptions options;
-  options.causal = true;
-  options.threads = threads;
+  AttentionOptions options = CausalOptions(threads);
   options.precision = precision;
   ForwardBuffers buffers(shape);
   const ForwardArgs args = buffers.Args();
@@ -261,18 +267,14 @@ void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precisio
 // exact_decode_paged: the cache paged in blocks of block_size tokens (layout:head, the
 // default, or layout:token, vLLM's flash layout), the sequence's blocks scattered over the
 // pool in reverse order.
-void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
-                    int threads, int64_t block_size, PagedLayout layout) {
-  AttentionOptions options;
-  options.causal = true;
-  options.threads = threads;
+// A cache of one slot in `format` (paged in blocks of block_size, its blocks in reverse order
+// over the pool, when block_size > 0) holding args' kv_len keys and values.
+KvCache FilledCache(const AttentionShape& shape, quant::Format format, int64_t block_size,
+                    PagedLayout layout, const ForwardArgs& args) {
   KvCacheConfig config{1, shape.kv_heads, shape.head_dim, shape.kv_len, format, format};
   config.block_size = block_size;
   config.blocks = block_size > 0 ? (shape.kv_len + block_size - 1) / block_size : 0;
   config.layout = layout;
-  options.precision = CachePrecision(config);
-  ForwardBuffers buffers(shape);
-  const ForwardArgs args = buffers.Args();
   KvCache cache(config);
   if (block_size > 0) {
     std::vector<int32_t> table(size_t(config.blocks));
@@ -280,6 +282,16 @@ void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format
     cache.SetBlockTable(0, table.data(), config.blocks);
   }
   cache.Append(0, shape.kv_len, args.k, args.v);
+  return cache;
+}
+
+void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
+                    int threads, int64_t block_size, PagedLayout layout) {
+  AttentionOptions options = CausalOptions(threads);
+  ForwardBuffers buffers(shape);
+  const ForwardArgs args = buffers.Args();
+  const KvCache cache = FilledCache(shape, format, block_size, layout, args);
+  options.precision = CachePrecision(cache.config());
   for (auto _ : state) ExactForward(shape, options, args.q, cache, args.o, args.lse);
   SetDecodeCounters(state, double(cache.StorageBytes()), threads);
 }
@@ -289,9 +301,7 @@ void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format
 // read against exact_fwd's and exact_bwd's at the same N (docs/performance.md §1).
 void BM_Window(benchmark::State& state, AttentionShape shape, int64_t window, bool backward,
                int threads) {
-  AttentionOptions options;
-  options.causal = true;
-  options.threads = threads;
+  AttentionOptions options = CausalOptions(threads);
   options.window = window;
   ForwardBuffers buffers(shape);
   const ForwardArgs args = buffers.Args();
@@ -493,9 +503,7 @@ void BM_KIntervalForward(benchmark::State& state, const KIntervalOptions& kint) 
 // are read twice (the statistics pass, then the weights), the bytes counted once.
 void BM_KIntervalDecode(benchmark::State& state, AttentionShape shape, KIntervalOptions kint,
                         int threads) {
-  AttentionOptions options;
-  options.causal = true;
-  options.threads = threads;
+  AttentionOptions options = CausalOptions(threads);
   KIntervalBuffers buffers(shape);
   const KIntervalForwardArgs args = buffers.Args();
   for (auto _ : state) KIntervalForward(shape, options, kint, args);
@@ -583,14 +591,41 @@ void BM_ThresholdForward(benchmark::State& state, const ThresholdOptions& thresh
 // tda_decode: thresholded attention's decode step on fp32 K (one per view) and V, causal.
 void BM_ThresholdDecode(benchmark::State& state, AttentionShape shape, ThresholdOptions threshold,
                         int threads) {
-  AttentionOptions options;
-  options.causal = true;
-  options.threads = threads;
+  AttentionOptions options = CausalOptions(threads);
   ThresholdBuffers buffers(shape, threshold.views);
   const ThresholdForwardArgs args = buffers.Args();
   for (auto _ : state) ThresholdForward(shape, options, threshold, args);
   SetDecodeCounters(state, (1.0 + threshold.views) * sizeof(float) * double(KvElements(shape)),
                     threads);
+}
+
+// kint_decode_cache, tda_decode_cache: those decode steps against a contiguous KvCache of the
+// format (kernels/kv_cache.h): K-interval reads the codes in place (its keys twice, the bytes
+// counted once); thresholded attention (one view) decodes and normalises K, and decodes V,
+// once per call, so its bytes count the cache once as well.
+void BM_KIntervalDecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
+                             int threads) {
+  AttentionOptions options = CausalOptions(threads);
+  KIntervalBuffers buffers(shape);
+  const KIntervalForwardArgs args = buffers.Args();
+  const KvCache cache =
+      FilledCache(shape, format, 0, PagedLayout::kHeadMajor, buffers.forward.Args());
+  const KIntervalOptions kint = ParseKInterval("K=4");
+  for (auto _ : state) KIntervalForward(shape, options, kint, args.q, cache, args.o, args.saved);
+  SetDecodeCounters(state, double(cache.StorageBytes()), threads);
+}
+void BM_ThresholdDecodeCache(benchmark::State& state, AttentionShape shape,
+                             quant::Format format, int threads) {
+  AttentionOptions options = CausalOptions(threads);
+  ThresholdBuffers buffers(shape, 1);
+  const KvCache cache =
+      FilledCache(shape, format, 0, PagedLayout::kHeadMajor, buffers.forward.Args());
+  ThresholdCachedArgs args;
+  args.q[0] = buffers.Args().q[0];
+  args.o = buffers.Args().o;
+  const ThresholdOptions threshold = ParseThreshold("views=1");
+  for (auto _ : state) ThresholdForward(shape, options, threshold, cache, args);
+  SetDecodeCounters(state, double(cache.StorageBytes()), threads);
 }
 
 // One untimed forward measures the zeros; only the backward is timed.
@@ -846,6 +881,18 @@ const bool kRegistered = [] {
                                  ParseThreshold("views=1"), 2)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+    for (const auto& [format, storage] : kCacheStorage) {
+      const std::string cached = tail.substr(0, tail.find("/threads")) + "/kv:" + format +
+                                 "/threads:2";
+      benchmark::RegisterBenchmark(("kint_decode_cache" + cached).c_str(),
+                                   BM_KIntervalDecodeCache, shape, storage, 2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark(("tda_decode_cache" + cached).c_str(),
+                                   BM_ThresholdDecodeCache, shape, storage, 2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
   }
   RegisterFamily(kGateGrid, "gate:norm_fwd", BM_GateForward, ValueGateKind::kNorm);
   RegisterFamily(kGateGrid, "gate:norm_bwd", BM_GateBackward, ValueGateKind::kNorm);

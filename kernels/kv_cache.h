@@ -12,6 +12,8 @@
 #include <memory>
 
 #include "kernels/attention.h"
+#include "kernels/kinterval.h"
+#include "kernels/threshold.h"
 #include "quant/format.h"
 
 namespace lpattn {
@@ -40,6 +42,10 @@ struct KvCacheConfig {
   int64_t block_size = 0;
   int64_t blocks = 0;
   PagedLayout layout = PagedLayout::kHeadMajor;
+  // Keys alone: no V side is held (thresholded attention's second view, whose values are the
+  // first view's). Append does not read v, Read takes no v, and only the thresholded forward's
+  // second_keys reads such a cache.
+  bool keys_only = false;
 };
 
 // Calls on distinct slots may run concurrently (an append to one while a forward reads
@@ -62,7 +68,7 @@ class KvCache {
   // so a cached value is exactly what the in-call quantizer makes of it. Throws
   // std::invalid_argument, changing nothing, for a bad sequence, a null or overlapping view,
   // more tokens than the slot has room for (paged: in the blocks of its table), or a value a
-  // scaled format cannot take.
+  // scaled format cannot take. A keys_only cache does not read v.
   void Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTensor v);
   // Paged layout: slot `sequence`'s logical block i is pool block blocks[i], i < count, and
   // its length becomes `length` (-1: kept). A table may not name a block twice; distinct slots
@@ -79,7 +85,8 @@ class KvCache {
   // must be in [0, Length(sequence)].
   void Truncate(int64_t sequence, int64_t length);
   // Tokens [first, first + tokens) of `sequence`, decoded to fp32, into [kv_heads, tokens,
-  // head_dim] views k and v (either may have null data, then it is not read).
+  // head_dim] views k and v (either may have null data, then it is not written; v must have
+  // null data on a keys_only cache).
   void Read(int64_t sequence, int64_t first, int64_t tokens, Tensor k, Tensor v) const;
 
   // Bytes of K and V as held (codes, scales, code sums), for every slot's capacity.
@@ -132,6 +139,38 @@ struct Tensor16 {
 void ExactForward(const AttentionShape& shape, const AttentionOptions& options, ConstTensor16 q,
                   const KvCache& cache, Tensor16 o, float* lse, const int64_t* sequences = nullptr,
                   const int64_t* q_offsets = nullptr);
+
+// §2 K-interval forward over cached K and V: q, cache, o, sequences and q_offsets as the exact
+// forward above takes them, kint and the checks as KIntervalForward's (kinterval.h: no sink,
+// softcap, ALiBi or window). saved's arrays are [batch, heads, q_len] rows as lse is (ragged:
+// sequence b's the dense [heads, q_len_b] block at heads q_offsets[b]); argmax and argmin are
+// key indices within the sequence. Every KV format and layout, read in place.
+void KIntervalForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const KIntervalOptions& kint, ConstTensor q, const KvCache& cache, Tensor o,
+                      const KIntervalSaved& saved, const int64_t* sequences = nullptr,
+                      const int64_t* q_offsets = nullptr);
+
+// §3 thresholded forward over a cache: view 1's keys and V from `cache`, view 2's keys (views =
+// 2) from the K side of `second_keys`, a cache whose slots line up with cache's (same kv_heads,
+// head_dim, and for every sequence named the same length; its V side is not read: make it with
+// KvCacheConfig::keys_only). q[t] are view t's queries as the exact forward takes q; o,
+// sequences and q_offsets likewise. survivors, when not null, receives [views][rows] counts,
+// rows = heads x the call's query tokens, each view's in lse's row order. lambda_param as
+// ThresholdForward's. The L2 normalisation of §3 reads each cached key once per call into a
+// normalised fp32 copy, as the in-call forward normalises its K; Q is rounded to each cache's
+// K format per token, so the result is the in-call forward with qk and pv the caches' formats
+// and gran=token.
+struct ThresholdCachedArgs {
+  ConstTensor q[2];
+  const KvCache* second_keys = nullptr;
+  const float* lambda_param = nullptr;
+  Tensor o;
+  int32_t* survivors = nullptr;
+};
+void ThresholdForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const ThresholdOptions& threshold, const KvCache& cache,
+                      const ThresholdCachedArgs& args, const int64_t* sequences = nullptr,
+                      const int64_t* q_offsets = nullptr);
 
 }  // namespace lpattn
 

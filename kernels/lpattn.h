@@ -208,10 +208,13 @@ typedef struct lpattn_kv_cache_config {
   int64_t block_size; /* 0: contiguous; else a power of two in [1, 1024] */
   int64_t blocks;     /* the pool's blocks, with block_size > 0 */
   lpattn_paged_layout layout;
+  /* Non-zero: keys alone, no V side (thresholded attention's second view; v is not read on
+   * append and must have null data on read). */
+  int keys_only;
 } lpattn_kv_cache_config;
 
 /* Fills *config with the defaults: one slot of one head of dimension 1 and capacity 1, fp32,
- * contiguous. Does nothing if config is null. */
+ * contiguous, keys and values. Does nothing if config is null. */
 LPATTN_C_API void lpattn_kv_cache_default_config(lpattn_kv_cache_config* config);
 /* Allocates a cache (every slot's capacity, or the pool, zeroed) into *cache. */
 LPATTN_C_API lpattn_status lpattn_kv_cache_create(const lpattn_kv_cache_config* config,
@@ -258,6 +261,28 @@ LPATTN_C_API lpattn_status lpattn_exact_forward_cached(const lpattn_shape* shape
                                                        const int64_t* sequences,
                                                        const int64_t* q_offsets, lpattn_tensor o,
                                                        float* lse);
+
+/* §2 K-interval forward of q against cached K and V: shape, q, cache, sequences, q_offsets
+ * and o as lpattn_exact_forward_cached, kint_options and the checks as lpattn_kint_forward.
+ * saved's arrays are laid out as lse is there (argmax and argmin: key indices within each
+ * sequence). */
+LPATTN_C_API lpattn_status lpattn_kint_forward_cached(
+    const lpattn_shape* shape, const lpattn_options* options, const char* kint_options,
+    lpattn_const_tensor q, const lpattn_kv_cache* cache, const int64_t* sequences,
+    const int64_t* q_offsets, lpattn_tensor o, lpattn_kint_saved saved);
+
+/* §3 thresholded forward against a cache: view 1's keys and V from cache, view 2's keys (with
+ * views = 2) from second_keys' K side, a cache with the same kv heads and head dimension whose
+ * slots hold the same lengths (create it with keys_only; NULL with one view). q1 and q2 are
+ * the views' queries as lpattn_exact_forward_cached takes q; survivors, when not null,
+ * receives [views][rows] counts in lse's row order. The keys are L2-normalised per call (an
+ * fp32 copy), Q rounded to each cache's K format per token: the in-call forward with the
+ * caches' formats and gran=token. */
+LPATTN_C_API lpattn_status lpattn_tda_forward_cached(
+    const lpattn_shape* shape, const lpattn_options* options, const char* tda_options,
+    lpattn_const_tensor q1, lpattn_const_tensor q2, const lpattn_kv_cache* cache,
+    const lpattn_kv_cache* second_keys, const int64_t* sequences, const int64_t* q_offsets,
+    const float* lambda_param, lpattn_tensor o, int32_t* survivors);
 
 /* An engine's 16-bit activations: bf16 or fp16 codes ("bf16", "fp16"; NULL means bf16) in the
  * layout of lpattn_const_tensor. */

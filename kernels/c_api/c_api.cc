@@ -180,6 +180,7 @@ KvCacheConfig ToConfig(const lpattn_kv_cache_config& c) {
     throw std::invalid_argument("config.layout is not a valid lpattn_paged_layout (" +
                                 std::to_string(layout) + ")");
   }
+  config.keys_only = c.keys_only != 0;
   return config;
 }
 
@@ -335,7 +336,8 @@ lpattn_status lpattn_tda_backward(const lpattn_shape* shape, const lpattn_option
 
 void lpattn_kv_cache_default_config(lpattn_kv_cache_config* config) {
   if (config == nullptr) return;
-  *config = lpattn_kv_cache_config{1, 1, 1, 1, nullptr, nullptr, 0, 0, LPATTN_PAGED_HEAD_MAJOR};
+  *config =
+      lpattn_kv_cache_config{1, 1, 1, 1, nullptr, nullptr, 0, 0, LPATTN_PAGED_HEAD_MAJOR, 0};
 }
 
 lpattn_status lpattn_kv_cache_create(const lpattn_kv_cache_config* config,
@@ -425,6 +427,44 @@ lpattn_status lpattn_exact_forward_cached16(const lpattn_shape* shape,
                        o.data, ToStrides(o.batch_stride, o.head_stride, o.token_stride),
                        o.format != nullptr ? ToFormat(o.format, "o.format") : quant::Format::kBf16};
                    ExactForward(s, opts, q16, cache->cache, o16, lse, sequences, q_offsets);
+                 });
+}
+
+lpattn_status lpattn_kint_forward_cached(const lpattn_shape* shape,
+                                         const lpattn_options* options, const char* kint_options,
+                                         lpattn_const_tensor q, const lpattn_kv_cache* cache,
+                                         const int64_t* sequences, const int64_t* q_offsets,
+                                         lpattn_tensor o, lpattn_kint_saved saved) {
+  using namespace lpattn;
+  return Guarded("lpattn_kint_forward_cached", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   CheckCache(cache);
+                   KIntervalForward(s, opts, ParseKIntervalText(kint_options), ToTensor(q),
+                                    cache->cache, ToTensor(o), ToSaved(saved), sequences,
+                                    q_offsets);
+                 });
+}
+
+lpattn_status lpattn_tda_forward_cached(const lpattn_shape* shape, const lpattn_options* options,
+                                        const char* tda_options, lpattn_const_tensor q1,
+                                        lpattn_const_tensor q2, const lpattn_kv_cache* cache,
+                                        const lpattn_kv_cache* second_keys,
+                                        const int64_t* sequences, const int64_t* q_offsets,
+                                        const float* lambda_param, lpattn_tensor o,
+                                        int32_t* survivors) {
+  using namespace lpattn;
+  return Guarded("lpattn_tda_forward_cached", shape, options,
+                 [&](const AttentionShape& s, const AttentionOptions& opts) {
+                   CheckCache(cache);
+                   ThresholdCachedArgs args;
+                   args.q[0] = ToTensor(q1);
+                   args.q[1] = ToTensor(q2);
+                   args.second_keys = second_keys != nullptr ? &second_keys->cache : nullptr;
+                   args.lambda_param = lambda_param;
+                   args.o = ToTensor(o);
+                   args.survivors = survivors;
+                   ThresholdForward(s, opts, ParseThresholdText(tda_options), cache->cache, args,
+                                    sequences, q_offsets);
                  });
 }
 

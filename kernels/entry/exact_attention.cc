@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/entry/cached_runs.h"
 #include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
 #include "kernels/native/buffer_pool.h"
@@ -132,45 +133,16 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
                   const int64_t* q_offsets) {
   const KvCache::Impl& c = cache.impl();
   const std::vector<int64_t> lengths =
-      ValidateCachedForward(shape, options, cache, q, o, lse, sequences, q_offsets);
+      ValidateCachedForward(shape, options, cache, q, o, sequences, q_offsets);
+  if (lse == nullptr) throw std::invalid_argument("lpattn attention: lse is null");
   AttentionOptions run = options;
   run.precision = CachePrecision(c.config, options.precision);
-  const auto slot = [&](int64_t b) { return sequences != nullptr ? sequences[b] : b; };
-  // Sequence b's first query (token of q and o, row of lse in units of heads) and count.
-  const auto first_query = [&](int64_t b) {
-    return q_offsets != nullptr ? q_offsets[b] : b * shape.q_len;
-  };
-  const auto queries = [&](int64_t b) { return first_query(b + 1) - first_query(b); };
-  // Ragged queries are tokens of one [total, heads, head_dim] view: a run's batch stride
-  // steps over its sequences' equal query counts.
-  const auto q_step = [&](const Strides& s, int64_t b) {
-    return q_offsets != nullptr ? first_query(b) * s.token : b * s.batch;
-  };
   RunWithThreads(options.threads, [&] {
-    // Runs of sequences in consecutive slots of one length (and one query count) are one call
-    // of the kernel.
-    for (int64_t b = 0, run_end = 0; b < shape.batch; b = run_end) {
-      run_end = b + 1;
-      while (run_end < shape.batch && slot(run_end) == slot(b) + (run_end - b) &&
-             lengths[size_t(run_end)] == lengths[size_t(b)] && queries(run_end) == queries(b)) {
-        ++run_end;
-      }
-      AttentionShape part = shape;
-      part.batch = run_end - b;
-      part.kv_len = lengths[size_t(b)];
-      part.q_len = queries(b);
-      AttentionProblem problem = MakeProblem(part, run);
-      Strides q_strides = q.strides, o_strides = o.strides;
-      if (q_offsets != nullptr) {
-        q_strides.batch = part.q_len * q.strides.token;
-        o_strides.batch = part.q_len * o.strides.token;
-      }
-      ForwardArgs args{{q.data + q_step(q.strides, b), q_strides}, {}, {},
-                       {o.data + q_step(o.strides, b), o_strides},
-                       lse + first_query(b) * shape.heads};
-      c.Bind(slot(b), problem);
-      ForwardWithKv(part, run.precision, problem, args);
-    }
+    ForEachCachedRun(shape, lengths, sequences, q_offsets, q, o, [&](const CachedRun& r) {
+      AttentionProblem problem = MakeProblem(r.shape, run);
+      c.Bind(r.slot, problem);
+      ForwardWithKv(r.shape, run.precision, problem, {r.q, {}, {}, r.o, lse + r.first_row});
+    });
   });
 }
 
@@ -190,7 +162,8 @@ void ExactForward(const AttentionShape& shape, const AttentionOptions& options, 
     return ConstTensor{static_cast<const float*>(data), s};
   };
   ValidateCachedForward(shape, options, cache, as_floats(q.data, q.strides),
-                        as_floats(o.data, o.strides), lse, sequences, q_offsets);
+                        as_floats(o.data, o.strides), sequences, q_offsets);
+  if (lse == nullptr) throw std::invalid_argument("lpattn attention: lse is null");
   // Q and O's rows: [batch, heads, q_len], or [heads, total] ragged tokens.
   const int64_t outer = q_offsets != nullptr ? 1 : shape.batch;
   const int64_t tokens = q_offsets != nullptr ? q_offsets[shape.batch] : shape.q_len;

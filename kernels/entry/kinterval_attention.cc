@@ -3,9 +3,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/entry/cached_runs.h"
 #include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
 #include "kernels/kinterval.h"
+#include "kernels/kv_cache.h"
+#include "kernels/native/kv_cache_impl.h"
 #include "kernels/native/quantized_operands.h"
 #include "kernels/skeleton/attention_problem.h"
 
@@ -66,8 +69,7 @@ HWY_EXPORT(KIntervalBackwardTiled);
 
 namespace {
 
-void CheckKIntervalCall(const AttentionShape& shape, const AttentionOptions& options,
-                        const KIntervalOptions& kint) {
+void CheckKIntervalOptions(const AttentionOptions& options, const KIntervalOptions& kint) {
   ValidateKInterval(kint);
   if (options.sink != SinkMode::kNone) {
     throw std::invalid_argument("lpattn K-interval attention: sinks are not defined for it (§2)");
@@ -77,10 +79,20 @@ void CheckKIntervalCall(const AttentionShape& shape, const AttentionOptions& opt
         "lpattn K-interval attention: softcap, ALiBi and windows are exact attention's "
         "(§1.3-§1.5)");
   }
-  if (shape.kv_len >= (int64_t(1) << 24)) {
+}
+
+// Key indices travel as floats through the statistics (argmax, argmin).
+void CheckKeyCount(int64_t kv_len) {
+  if (kv_len >= (int64_t(1) << 24)) {
     throw std::invalid_argument("lpattn K-interval attention: kv_len must be below 2^24, got " +
-                                std::to_string(shape.kv_len));
+                                std::to_string(kv_len));
   }
+}
+
+void CheckKIntervalCall(const AttentionShape& shape, const AttentionOptions& options,
+                        const KIntervalOptions& kint) {
+  CheckKIntervalOptions(options, kint);
+  CheckKeyCount(shape.kv_len);
 }
 
 void CheckSaved(const KIntervalSaved& saved) {
@@ -94,6 +106,12 @@ void CheckSaved(const KIntervalSaved& saved) {
                                   " is null");
     }
   }
+}
+
+// The saved statistics' arrays from row `first` on.
+KIntervalSaved SavedFrom(const KIntervalSaved& saved, size_t first) {
+  return {saved.m + first,         saved.R + first,      saved.Z + first,
+          saved.lse_exact + first, saved.argmax + first, saved.argmin + first};
 }
 
 }  // namespace
@@ -116,6 +134,33 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
     in.o = grouped.o;
     HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(coded, kint, in);
     plan.Finish();
+  });
+}
+
+void KIntervalForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const KIntervalOptions& kint, ConstTensor q, const KvCache& cache, Tensor o,
+                      const KIntervalSaved& saved, const int64_t* sequences,
+                      const int64_t* q_offsets) {
+  CheckKIntervalOptions(options, kint);
+  CheckSaved(saved);
+  const std::vector<int64_t> lengths =
+      ValidateCachedForward(shape, options, cache, q, o, sequences, q_offsets);
+  for (const int64_t length : lengths) CheckKeyCount(length);
+  AttentionOptions run = options;
+  run.precision = CachePrecision(cache.config(), options.precision);
+  RunWithThreads(options.threads, [&] {
+    ForEachCachedRun(shape, lengths, sequences, q_offsets, q, o, [&](const CachedRun& r) {
+      // K and V read in place (docs/design.md §9), Q's codes per call, the decode plan (§8).
+      AttentionProblem problem = MakeProblem(r.shape, run);
+      cache.impl().Bind(r.slot, problem);
+      QuantizedOperands queries(r.shape, run.precision);
+      ForwardArgs grouped{queries.PrepareQueries(r.q, problem), {}, {}, r.o,
+                          saved.m + r.first_row};
+      const DecodePlan plan(problem, grouped);
+      const KIntervalForwardArgs in{grouped.q, {}, {}, grouped.o, SavedFrom(saved, r.first_row)};
+      HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(problem, kint, in);
+      plan.Finish();
+    });
   });
 }
 

@@ -3,12 +3,16 @@
 // normalise Q and K, and dispatch once.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "kernels/entry/cached_runs.h"
 #include "kernels/entry/decode_plan.h"
 #include "kernels/entry/validate.h"
+#include "kernels/kv_cache.h"
+#include "kernels/native/kv_cache_impl.h"
 #include "kernels/native/quantized_operands.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/threshold.h"
@@ -91,20 +95,16 @@ namespace {
   throw std::invalid_argument("lpattn thresholded attention: " + what);
 }
 
-void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& options,
-                        const ThresholdOptions& threshold, const float* lambda_param) {
+void CheckThresholdOptions(const AttentionOptions& options, const ThresholdOptions& threshold,
+                           int64_t heads, const float* lambda_param) {
   ValidateThreshold(threshold);
-  ValidateShapeAndOptions(shape, options);
   if (options.sink != SinkMode::kNone) Fail("sinks are not defined for it (docs/math.md §3)");
   if (options.softcap != 0.0f || options.alibi_slopes != nullptr || options.window != 0) {
     Fail("softcap, ALiBi and windows are exact attention's (docs/math.md §1.3-§1.5)");
   }
-  if (shape.kv_len >= (int64_t(1) << 24)) {
-    Fail("kv_len must be below 2^24, got " + std::to_string(shape.kv_len));
-  }
   if (threshold.views == 2) {
     if (lambda_param == nullptr) Fail("lambda_param is null (required with views = 2)");
-    for (int64_t h = 0; h < shape.heads; ++h) {
+    for (int64_t h = 0; h < heads; ++h) {
       if (!std::isfinite(lambda_param[h])) {
         Fail("lambda_param[" + std::to_string(h) + "] is not finite");
       }
@@ -112,10 +112,34 @@ void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& opt
   }
 }
 
+// Survivor counts travel as floats.
+void CheckKeyCount(int64_t kv_len) {
+  if (kv_len >= (int64_t(1) << 24)) {
+    Fail("kv_len must be below 2^24, got " + std::to_string(kv_len));
+  }
+}
+
+void CheckThresholdCall(const AttentionShape& shape, const AttentionOptions& options,
+                        const ThresholdOptions& threshold, const float* lambda_param) {
+  ValidateShapeAndOptions(shape, options);
+  CheckThresholdOptions(options, threshold, shape.heads, lambda_param);
+  CheckKeyCount(shape.kv_len);
+}
+
 // The calling thread's scratch buffer `slot` of at least n floats, kept between calls so that
 // repeated calls of one shape neither allocate nor fault pages in. Not initialised: every user
 // writes all of it.
-enum ScratchSlot { kKeys0, kKeys1, kQueryHat, kKeyHat, kQueryGrad, kKeyGrad, kSecondDv, kSlots };
+enum ScratchSlot {
+  kKeys0,
+  kKeys1,
+  kValues,
+  kQueryHat,
+  kKeyHat,
+  kQueryGrad,
+  kKeyGrad,
+  kSecondDv,
+  kSlots
+};
 float* Scratch(ScratchSlot slot, size_t n) {
   thread_local std::vector<float> buffers[kSlots];
   std::vector<float>& buffer = buffers[slot];
@@ -129,6 +153,14 @@ struct NormalisedRows {
   const float* data = nullptr;
   ConstTensor view;
 };
+// dst = row / max(||row||, 1e-12) (dst may be row).
+void NormaliseRow(const float* row, int64_t dim, float* dst) {
+  double sum = 0.0;
+  for (int64_t c = 0; c < dim; ++c) sum += double(row[c]) * row[c];
+  const double inverse = 1.0 / std::max(std::sqrt(sum), 1e-12);
+  for (int64_t c = 0; c < dim; ++c) dst[c] = float(row[c] * inverse);
+}
+
 NormalisedRows Normalise(const ConstTensor& x, int64_t batch, int64_t heads, int64_t tokens,
                          int64_t dim, ScratchSlot slot) {
   NormalisedRows out;
@@ -141,14 +173,30 @@ NormalisedRows Normalise(const ConstTensor& x, int64_t batch, int64_t heads, int
       const int64_t b = int64_t(r) / (heads * tokens), h = int64_t(r) / tokens % heads,
                     t = int64_t(r) % tokens;
       const float* row = x.data + b * x.strides.batch + h * x.strides.head + t * x.strides.token;
-      double sum = 0.0;
-      for (int64_t c = 0; c < dim; ++c) sum += double(row[c]) * row[c];
-      const double inverse = 1.0 / std::max(std::sqrt(sum), 1e-12);
-      float* dst = data + r * size_t(dim);
-      for (int64_t c = 0; c < dim; ++c) dst[c] = float(row[c] * inverse);
+      NormaliseRow(row, dim, data + r * size_t(dim));
     }
   });
   return out;
+}
+
+// The dense [batch, kv_heads, kv_len, head_dim] rows of slots slot .. slot + batch - 1 of a
+// cache side, decoded to fp32 (the values the in-call quantizer makes, kv_cache.h) and
+// L2-normalised when `normalise`, in a scratch slot.
+ConstTensor DecodeCached(const KvCache::Impl& cache, const CacheSide& side, int64_t slot,
+                         const AttentionShape& shape, bool normalise, ScratchSlot scratch) {
+  const int64_t heads = shape.kv_heads, tokens = shape.kv_len, dim = shape.head_dim;
+  const size_t rows = size_t(shape.batch * heads * tokens);
+  float* data = Scratch(scratch, rows * size_t(dim));
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, rows, 256), [&](const auto& range) {
+    for (size_t r = range.begin(); r != range.end(); ++r) {
+      const int64_t b = int64_t(r) / (heads * tokens), h = int64_t(r) / tokens % heads,
+                    t = int64_t(r) % tokens;
+      float* dst = data + r * size_t(dim);
+      cache.ReadRow(side, slot + b, h, t, dst);
+      if (normalise) NormaliseRow(dst, dim, dst);
+    }
+  });
+  return {data, ContiguousBHTD(heads, tokens, dim)};
 }
 
 // The L2 normalisation's backward (§3): out = (g - x^ (x^ . g)) / max(||x||, 1e-12) per row, g
@@ -209,6 +257,23 @@ Args Simulated(QuantizedOperands& operands, Args args, int views) {
   return args;
 }
 
+namespace {
+
+// The forward on operands ready for the tiles (normalised keys with l2): the decode plan
+// (docs/design.md §8, the second view's queries grouped as the first's), then the kernel.
+void ForwardPlanned(const AttentionProblem& problem, const ThresholdCall& call,
+                    ThresholdForwardArgs in) {
+  AttentionProblem planned = problem;
+  ForwardArgs grouped{in.q[0], in.k[0], in.v, in.o, nullptr};
+  const DecodePlan plan(planned, grouped, call.options.views == 2 ? &in.q[1] : nullptr);
+  in.q[0] = grouped.q;
+  in.o = grouped.o;
+  HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(planned, call, in);
+  plan.Finish();
+}
+
+}  // namespace
+
 void ThresholdForward(const AttentionShape& shape, const AttentionOptions& options,
                       const ThresholdOptions& threshold, const ThresholdForwardArgs& args) {
   CheckThresholdCall(shape, options, threshold, args.lambda_param);
@@ -232,14 +297,76 @@ void ThresholdForward(const AttentionShape& shape, const AttentionOptions& optio
                           t == 0 ? kKeys0 : kKeys1)
                     .view;
     }
-    // The decode plan (docs/design.md §8), the second view's queries grouped as the first's.
-    AttentionProblem planned = problem;
-    ForwardArgs grouped{in.q[0], in.k[0], in.v, in.o, nullptr};
-    const DecodePlan plan(planned, grouped, threshold.views == 2 ? &in.q[1] : nullptr);
-    in.q[0] = grouped.q;
-    in.o = grouped.o;
-    HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(planned, call, in);
-    plan.Finish();
+    ForwardPlanned(problem, call, in);
+  });
+}
+
+void ThresholdForward(const AttentionShape& shape, const AttentionOptions& options,
+                      const ThresholdOptions& threshold, const KvCache& cache,
+                      const ThresholdCachedArgs& args, const int64_t* sequences,
+                      const int64_t* q_offsets) {
+  CheckThresholdOptions(options, threshold, shape.heads, args.lambda_param);
+  const bool two_views = threshold.views == 2;
+  const std::vector<int64_t> lengths =
+      ValidateCachedForward(shape, options, cache, args.q[0], args.o, sequences, q_offsets);
+  for (const int64_t length : lengths) CheckKeyCount(length);
+  const KvCache* second = args.second_keys;
+  if (two_views) {  // view 2's keys: the same slots, lengths and heads in their own cache
+    if (second == nullptr) Fail("second_keys is null (required with views = 2)");
+    AttentionOptions as_held = options;
+    as_held.precision = {};
+    const std::vector<int64_t> second_lengths = ValidateCachedForward(
+        shape, as_held, *second, args.q[1], args.o, sequences, q_offsets, false);
+    for (size_t b = 0; b < lengths.size(); ++b) {
+      if (second_lengths[b] != lengths[b]) {
+        Fail("sequence " + std::to_string(b) + " holds " + std::to_string(lengths[b]) +
+             " keys in cache and " + std::to_string(second_lengths[b]) + " in second_keys");
+      }
+    }
+  }
+  const int64_t tokens = q_offsets != nullptr ? q_offsets[shape.batch] : shape.batch * shape.q_len;
+  const size_t call_rows = size_t(tokens * shape.heads);
+  AttentionOptions run = options;
+  run.precision = CachePrecision(cache.config(), options.precision);
+  RunWithThreads(options.threads, [&] {
+    ForEachCachedRun(shape, lengths, sequences, q_offsets, args.q[0], args.o,
+                     [&](const CachedRun& r) {
+      AttentionProblem problem = MakeProblem(r.shape, run);
+      problem.scale = float(ThresholdScale(options));
+      problem.unit_queries = threshold.l2_normalize;
+      const ThresholdCall call = MakeCall(r.shape, problem, threshold, args.lambda_param);
+      // Q rounded as the in-call forward rounds it for each view's K format (per token); K
+      // decoded (and normalised) and V decoded once for the run.
+      QuantizedOperands queries(r.shape, run.precision);
+      ThresholdForwardArgs in;
+      in.q[0] = queries.Query(r.q);
+      in.k[0] = DecodeCached(cache.impl(), cache.impl().k, r.slot, r.shape,
+                             threshold.l2_normalize, kKeys0);
+      in.v = DecodeCached(cache.impl(), cache.impl().v, r.slot, r.shape, false, kValues);
+      std::optional<QuantizedOperands> second_queries;
+      if (two_views) {
+        const Strides& s = args.q[1].strides;
+        const int64_t step = q_offsets != nullptr ? r.first_row / size_t(shape.heads) * s.token
+                                                  : r.first * s.batch;
+        Strides strides = s;
+        if (q_offsets != nullptr) strides.batch = r.shape.q_len * s.token;
+        second_queries.emplace(r.shape, CachePrecision(second->config(), options.precision));
+        in.q[1] = second_queries->Query({args.q[1].data + step, strides});
+        in.k[1] = DecodeCached(second->impl(), second->impl().k, r.slot, r.shape,
+                               threshold.l2_normalize, kKeys1);
+        in.lambda_param = args.lambda_param;
+      }
+      in.o = r.o;
+      // The kernel writes [views][the run's rows]; the call's arrays are [views][call_rows].
+      const size_t rows = size_t(r.shape.batch * r.shape.heads * r.shape.q_len);
+      std::vector<int32_t> survivors(args.survivors != nullptr ? size_t(threshold.views) * rows : 0);
+      in.survivors = survivors.empty() ? nullptr : survivors.data();
+      ForwardPlanned(problem, call, in);
+      for (size_t t = 0; t < size_t(threshold.views) && !survivors.empty(); ++t) {
+        std::copy_n(survivors.data() + t * rows, rows,
+                    args.survivors + t * call_rows + r.first_row);
+      }
+    });
   });
 }
 

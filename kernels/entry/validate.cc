@@ -206,9 +206,12 @@ void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, c
 std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
                                            const AttentionOptions& options, const KvCache& cache,
                                            const ConstTensor& q, const ConstTensor& o,
-                                           const float* lse, const int64_t* sequences,
-                                           const int64_t* q_offsets) {
+                                           const int64_t* sequences, const int64_t* q_offsets,
+                                           bool reads_values) {
   const KvCacheConfig& c = cache.config();
+  if (reads_values && c.keys_only) {
+    Fail("the cache holds keys only (KvCacheConfig::keys_only), the forward reads its values");
+  }
   if (shape.kv_heads != c.kv_heads || shape.head_dim != c.head_dim) {
     Fail("the cache holds " + std::to_string(c.kv_heads) + " kv heads of dimension " +
          std::to_string(c.head_dim) + ", the call asks for " + std::to_string(shape.kv_heads) +
@@ -257,7 +260,6 @@ std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
   }
   ValidateQueryShaped(q, queries, "q");
   ValidateQueryShaped(o, queries, "o");
-  CheckNotNull(lse, "lse");
   return lengths;
 }
 

@@ -23,13 +23,14 @@ void ValidateQueryShaped(const ConstTensor& tensor, const AttentionShape& shape,
 void ValidateKeyShaped(const ConstTensor& tensor, const AttentionShape& shape, const char* name);
 
 // A forward over a KvCache (kv_cache.h): the shape against the cache, the slots named (each
-// holding a token at least), the precision against the cache's formats, q, o and lse. Returns
-// each sequence's length.
+// holding a token at least), the precision against the cache's formats, q and o (the caller
+// checks its per-row outputs); a keys_only cache when reads_values. Returns each sequence's
+// length.
 std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
                                            const AttentionOptions& options, const KvCache& cache,
                                            const ConstTensor& q, const ConstTensor& o,
-                                           const float* lse, const int64_t* sequences,
-                                           const int64_t* q_offsets);
+                                           const int64_t* sequences, const int64_t* q_offsets,
+                                           bool reads_values = true);
 
 }  // namespace lpattn
 

@@ -93,19 +93,6 @@ void Store(const KvCache::Impl& c, CacheSide& side, const EncodedTokens& e, int6
   }
 }
 
-// Token row (slot, head, token) of a side decoded to fp32.
-void ReadRow(const KvCache::Impl& c, const CacheSide& side, int64_t slot, int64_t head,
-               int64_t token, float* out) {
-  const size_t at = c.Offset(slot, head, token), d = size_t(c.config.head_dim);
-  if (side.format == quant::Format::kFp32) {
-    std::copy_n(&side.values[at], d, out);
-  } else if (quant::FormatBytes(side.format) == 2) {
-    quant::DecodeRow(side.format, &side.codes16[at], 1.0f, out, d);
-  } else {
-    quant::DecodeRow(side.format, &side.codes8[at], side.scales[at / d], out, d);
-  }
-}
-
 // Points the problem at a side's storage from slot `first` on.
 void BindSide(const KvCache::Impl& c, const CacheSide& side, int64_t first, bool key,
               AttentionProblem& p) {
@@ -198,7 +185,19 @@ KvCache::Impl::Impl(const KvCacheConfig& c) : config(c) {
   }
   lengths.assign(size_t(c.sequences), 0);
   Allocate(k, c.k_format, size_t(elements), size_t(rows), true);
-  Allocate(v, c.v_format, size_t(elements), size_t(rows), false);
+  if (!c.keys_only) Allocate(v, c.v_format, size_t(elements), size_t(rows), false);
+}
+
+void KvCache::Impl::ReadRow(const CacheSide& side, int64_t slot, int64_t head, int64_t token,
+                            float* out) const {
+  const size_t at = Offset(slot, head, token), d = size_t(config.head_dim);
+  if (side.format == quant::Format::kFp32) {
+    std::copy_n(&side.values[at], d, out);
+  } else if (quant::FormatBytes(side.format) == 2) {
+    quant::DecodeRow(side.format, &side.codes16[at], 1.0f, out, d);
+  } else {
+    quant::DecodeRow(side.format, &side.codes8[at], side.scales[at / d], out, d);
+  }
 }
 
 void KvCache::Impl::Bind(int64_t first, AttentionProblem& problem) const {
@@ -234,14 +233,15 @@ void KvCache::Append(int64_t sequence, int64_t tokens, ConstTensor k, ConstTenso
   const AttentionShape rows{1, c.kv_heads, c.kv_heads, 1, tokens, c.head_dim};
   k.strides.batch = v.strides.batch = 0;
   ValidateKeyShaped(k, rows, "k");
-  ValidateKeyShaped(v, rows, "v");
+  if (!c.keys_only) ValidateKeyShaped(v, rows, "v");
   // Both sides are encoded before either is stored, so a value one format rejects changes nothing.
   const EncodedTokens ek =
       Encode(c.k_format, k, c.kv_heads, tokens, c.head_dim, "lpattn KvCache K");
   const EncodedTokens ev =
-      Encode(c.v_format, v, c.kv_heads, tokens, c.head_dim, "lpattn KvCache V");
+      c.keys_only ? EncodedTokens{}
+                  : Encode(c.v_format, v, c.kv_heads, tokens, c.head_dim, "lpattn KvCache V");
   Store(*impl_, impl_->k, ek, sequence, length, tokens);
-  Store(*impl_, impl_->v, ev, sequence, length, tokens);
+  if (!c.keys_only) Store(*impl_, impl_->v, ev, sequence, length, tokens);
   impl_->lengths[size_t(sequence)] = length + tokens;
 }
 
@@ -305,14 +305,15 @@ void KvCache::Read(int64_t sequence, int64_t first, int64_t tokens, Tensor k, Te
   }
   const AttentionShape rows{1, c.kv_heads, c.kv_heads, 1, tokens, c.head_dim};
   k.strides.batch = v.strides.batch = 0;
+  if (v.data != nullptr && c.keys_only) Fail("the cache holds keys only: Read takes no v");
   if (k.data != nullptr) ValidateKeyShaped(k, rows, "k");
   if (v.data != nullptr) ValidateKeyShaped(v, rows, "v");
   for (int64_t h = 0; h < c.kv_heads; ++h) {
     for (int64_t j = 0; j < tokens; ++j) {
       const int64_t at = h * k.strides.head + j * k.strides.token;
-      if (k.data != nullptr) ReadRow(*impl_, impl_->k, sequence, h, first + j, k.data + at);
+      if (k.data != nullptr) impl_->ReadRow(impl_->k, sequence, h, first + j, k.data + at);
       const int64_t v_at = h * v.strides.head + j * v.strides.token;
-      if (v.data != nullptr) ReadRow(*impl_, impl_->v, sequence, h, first + j, v.data + v_at);
+      if (v.data != nullptr) impl_->ReadRow(impl_->v, sequence, h, first + j, v.data + v_at);
     }
   }
 }

@@ -44,6 +44,9 @@ struct KvCache::Impl {
     return paged() ? std::min(config.capacity, table_lengths[size_t(slot)] * config.block_size)
                    : config.capacity;
   }
+  // Token row (slot, head, token) of a side decoded to fp32.
+  void ReadRow(const CacheSide& side, int64_t slot, int64_t head, int64_t token,
+               float* out) const;
   // Binds slots [first, first + count) to a problem (its k_codes, v_codes and int_qk): the
   // problem's batch b reads slot first + b.
   void Bind(int64_t first, AttentionProblem& problem) const;

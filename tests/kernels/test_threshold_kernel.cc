@@ -15,6 +15,7 @@
 #include "kernels/reference.h"
 #include "kernels/threshold.h"
 #include "tests/kernels/attention_case.h"
+#include "tests/kernels/threshold_case.h"
 
 namespace lpattn {
 namespace {
@@ -27,55 +28,9 @@ using test::AttentionCase;
 using test::Layout;
 using test::OwnedTensor;
 
-// Two views' inputs: view 1 and V from one case in `layout`, view 2's Q and K from another in
-// the other layout (the views' strides are independent).
-struct TwoViewCase {
-  AttentionCase first, second;
-  std::vector<float> lambda_param;
-  TwoViewCase(const AttentionShape& shape, bool causal, Layout layout, uint32_t seed = 1)
-      : first(shape, causal, SinkMode::kNone, layout, seed),
-        second(shape, causal, SinkMode::kNone,
-               layout == Layout::kBHTD ? Layout::kBTHD : Layout::kBHTD, seed + 100) {
-    for (int64_t h = 0; h < shape.heads; ++h) lambda_param.push_back(0.2f + 0.5f * float(h % 2));
-  }
-  const AttentionShape& shape() const { return first.shape; }
-  const AttentionOptions& options() const { return first.options; }
-  ReferenceThresholdInputs Dense() const {
-    ReferenceThresholdInputs in;
-    in.q[0] = first.q.Dense();
-    in.k[0] = first.k.Dense();
-    in.q[1] = second.q.Dense();
-    in.k[1] = second.k.Dense();
-    in.v = first.v.Dense();
-    in.lambda_param.assign(lambda_param.begin(), lambda_param.end());
-    return in;
-  }
-};
-
-struct ThresholdRun {
-  OwnedTensor o;
-  std::vector<int32_t> survivors;
-};
-
-ThresholdRun RunForward(const TwoViewCase& c, const ThresholdOptions& threshold, Layout layout,
-                        int threads = 0) {
-  const AttentionShape& s = c.shape();
-  ThresholdRun run{OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout),
-                   std::vector<int32_t>(size_t(threshold.views * s.batch * s.heads * s.q_len), -1)};
-  ThresholdForwardArgs args;
-  args.q[0] = c.first.q.cview();
-  args.k[0] = c.first.k.cview();
-  args.q[1] = c.second.q.cview();
-  args.k[1] = c.second.k.cview();
-  args.v = c.first.v.cview();
-  args.lambda_param = c.lambda_param.data();
-  args.o = run.o.view();
-  args.survivors = run.survivors.data();
-  AttentionOptions options = c.options();
-  options.threads = threads;
-  ThresholdForward(s, options, threshold, args);
-  return run;
-}
+using test::RunForward;
+using test::ThresholdRun;
+using test::TwoViewCase;
 
 // O within 1e-5 of the reference (over 1 + max |O|) on every target; survivors per row equal
 // but for entries whose score lies within float rounding of tau (at most 1% of rows + 1 differ,
