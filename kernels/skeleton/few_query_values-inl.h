@@ -32,6 +32,19 @@ HWY_INLINE constexpr size_t FewQueryValueVectors() {
   return hn::MaxLanes(hn::ScalableTag<float>()) >= 16 ? 4 : 2;
 }
 
+// A decode tile's next K or V rows [first, first + n), asked for ahead of their use where the
+// hardware prefetchers fall short (docs/design.md §8): a paged src, whose blocks they cannot
+// follow, and fp32 rows on targets of 16 vector registers, where each FewQueryValues pass reads
+// one cache line of every row of the tile (8 passes at D = 128): AMD Zen 3's streamers fall
+// behind there (the fp32 cache step 1.23x faster with the rows asked for, Tk 32768, 2 threads;
+// coded rows gained nothing). AVX-512's passes read 4 lines a row, and on the Intel Xeon asking
+// for a contiguous head's rows cost.
+HWY_INLINE void PrefetchDecodeRows(const HeadRows& src, size_t first, size_t n, size_t dim) {
+  if (src.block_table != nullptr || (FewQueryValueVectors() == 2 && !src.coded())) {
+    PrefetchRowsOf(src, first, n, dim);
+  }
+}
+
 // Whether a tile's P V takes FewQueryValues: a decode tile whose rows share one key range
 // (every row of a q_len = 1 step does), V read where it lies (not transposed for the AMX
 // tiles, not the int8 tile's codes), a head dimension of whole vectors.

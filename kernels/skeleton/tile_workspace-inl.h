@@ -702,11 +702,9 @@ HWY_INLINE void PrefetchRows(const void* base, size_t first, size_t n, size_t by
   }
 }
 
-// Rows [first, first + n) of a paged src (its floats or codes), asked for ahead of their use: a
-// decode step's next key tile, whose rows lie in blocks the hardware prefetchers cannot
-// follow (a contiguous head's rows they stream without help, and asking for them costs).
-HWY_INLINE void PrefetchPagedRows(const HeadRows& src, size_t first, size_t n, size_t dim) {
-  if (src.block_table == nullptr) return;
+// Rows [first, first + n) of src (its floats or codes, through its block table where paged),
+// asked for ahead of their use: PrefetchDecodeRows (few_query_values-inl.h) says when.
+HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size_t dim) {
   const size_t element = src.codes8 != nullptr ? 1 : src.codes != nullptr ? 2 : 4;
   const char* base = src.codes8 != nullptr  ? reinterpret_cast<const char*>(src.codes8)
                      : src.codes != nullptr ? reinterpret_cast<const char*>(src.codes)

@@ -123,11 +123,11 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
     const size_t nk = std::min(kTileK, p.kv_len - j0);
     if (j0 + kTileK < k_end && (amx_pv || amx_pv8)) {
       PrefetchTransposedValues(p, b, kv_head, j0 + kTileK, std::min(kTileK, k_end - j0 - kTileK));
-    } else if (j0 + kTileK < k_end && nq <= kFewQueries) {  // a decode tile's next pages
+    } else if (j0 + kTileK < k_end && nq <= kFewQueries) {  // a decode tile's next rows
       const size_t next = std::min(kTileK, k_end - j0 - kTileK);
-      PrefetchPagedRows(k, j0 + kTileK, next, dim);
+      PrefetchDecodeRows(k, j0 + kTileK, next, dim);
       PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
-      PrefetchPagedRows(v, j0 + kTileK, next, dim);
+      PrefetchDecodeRows(v, j0 + kTileK, next, dim);
     }
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
