@@ -356,13 +356,7 @@ TEST(ThresholdKernel, RejectsBadCallsBeforeAnyWork) {
   const TwoViewCase c({1, 2, 1, 8, 8, 4}, false, Layout::kBHTD);
   OwnedTensor o(1, 2, 8, 4, Layout::kBHTD);
   std::fill(o.storage.begin(), o.storage.end(), 7.0f);
-  ThresholdForwardArgs args;
-  args.q[0] = c.first.q.cview();
-  args.k[0] = c.first.k.cview();
-  args.q[1] = c.second.q.cview();
-  args.k[1] = c.second.k.cview();
-  args.v = c.first.v.cview();
-  args.lambda_param = c.lambda_param.data();
+  ThresholdForwardArgs args = c.Args();
   args.o = o.view();
   auto expect_rejected = [&](const AttentionOptions& options, const ThresholdOptions& threshold,
                              const ThresholdForwardArgs& a, const char* fragment) {

@@ -25,6 +25,17 @@ struct TwoViewCase {
   }
   const AttentionShape& shape() const { return first.shape; }
   const AttentionOptions& options() const { return first.options; }
+  // The kernel's inputs (view 1's Q, K and V, view 2's Q and K, lambda), outputs unset.
+  ThresholdForwardArgs Args() const {
+    ThresholdForwardArgs args;
+    args.q[0] = first.q.cview();
+    args.k[0] = first.k.cview();
+    args.q[1] = second.q.cview();
+    args.k[1] = second.k.cview();
+    args.v = first.v.cview();
+    args.lambda_param = lambda_param.data();
+    return args;
+  }
   ReferenceThresholdInputs Dense() const {
     ReferenceThresholdInputs in;
     in.q[0] = first.q.Dense();
@@ -47,13 +58,7 @@ inline ThresholdRun RunForward(const TwoViewCase& c, const ThresholdOptions& thr
   const AttentionShape& s = c.shape();
   ThresholdRun run{OwnedTensor(s.batch, s.heads, s.q_len, s.head_dim, layout),
                    std::vector<int32_t>(size_t(threshold.views * s.batch * s.heads * s.q_len), -1)};
-  ThresholdForwardArgs args;
-  args.q[0] = c.first.q.cview();
-  args.k[0] = c.first.k.cview();
-  args.q[1] = c.second.q.cview();
-  args.k[1] = c.second.k.cview();
-  args.v = c.first.v.cview();
-  args.lambda_param = c.lambda_param.data();
+  ThresholdForwardArgs args = c.Args();
   args.o = run.o.view();
   args.survivors = run.survivors.data();
   AttentionOptions options = c.options();
