@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/entry/decode_kv.h"
 #include "kernels/skeleton/tile_sizes.h"
+#include "tbb/blocked_range2d.h"
+#include "tbb/parallel_for.h"
 
 namespace lpattn {
 namespace {
@@ -43,7 +46,33 @@ void CopyQueryRows(ConstTensor& q, size_t batch, size_t heads, size_t q_len, siz
   q = {rows.data(), dense};
 }
 
+// Rows of `coded` decoded into rows (dense [B, Hkv, kv_len, D]), in parallel over heads and
+// blocks of rows: each row's values are the decoder's whatever the split.
+ConstTensor DecodeOnce(const AttentionProblem& p, const CodedKv& coded,
+                       std::vector<float, native::PooledAllocator<float>>& rows) {
+  constexpr size_t kRowsPerTask = 256;
+  const size_t slices = p.batch * p.kv_heads;
+  rows.resize(slices * p.kv_len * p.dim);
+  tbb::parallel_for(
+      tbb::blocked_range2d<size_t>(0, slices, 1, 0, p.kv_len, kRowsPerTask),
+      [&](const tbb::blocked_range2d<size_t>& r) {
+        for (size_t slice = r.rows().begin(); slice < r.rows().end(); ++slice) {
+          const size_t first = r.cols().begin(), n = r.cols().size();
+          DecodeCodedRows(coded, slice / p.kv_heads, slice % p.kv_heads, first, n, p.dim,
+                          rows.data() + (slice * p.kv_len + first) * p.dim);
+        }
+      });
+  return {rows.data(), ContiguousBHTD(int64_t(p.kv_heads), int64_t(p.kv_len), int64_t(p.dim))};
+}
+
 }  // namespace
+
+bool DecodesOnce(const AttentionProblem& p, bool keys) {
+  const CodedKv& coded = keys ? p.k_codes : p.v_codes;
+  if (coded.data == nullptr && coded.codes8 == nullptr) return false;  // fp32 or no codes
+  if (keys && p.amx_qk != AmxScores::kOff) return false;  // the tiles read K's codes
+  return DecodesKvOnce(p.batch, p.heads, p.kv_heads, p.q_len, p.kv_len, p.dim);
+}
 
 DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args, ConstTensor* second_q) {
   const size_t group = p.group();
@@ -83,6 +112,14 @@ DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args, ConstTensor* seco
   if (p.q_len <= kTileQ && p.kv_len > kKeyBlock) {
     const size_t spread = (p.kv_len + kMaxKeyBlocks - 1) / kMaxKeyBlocks;
     p.key_block = std::max(kKeyBlock, (spread + kTileK - 1) / kTileK * kTileK);
+  }
+  if (DecodesOnce(p, true)) {
+    args.k = DecodeOnce(p, p.k_codes, k_rows_);
+    p.k_codes = {};
+  }
+  if (DecodesOnce(p, false)) {
+    args.v = DecodeOnce(p, p.v_codes, v_rows_);
+    p.v_codes = {};
   }
 }
 

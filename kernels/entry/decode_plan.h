@@ -1,6 +1,6 @@
 // The forward's decode plan (docs/design.md §8): a call with few queries per head reads K and
 // V once per GQA group and splits its keys into blocks, so that a single query against a long
-// cache still fills every thread.
+// cache still fills every thread; a call with many decodes its coded K and V once.
 #ifndef LPATTN_KERNELS_ENTRY_DECODE_PLAN_H_
 #define LPATTN_KERNELS_ENTRY_DECODE_PLAN_H_
 
@@ -21,6 +21,9 @@ namespace lpattn {
 // order and its O written there and copied back by Finish. All of it depends on the shape and
 // strides only, never on the thread count. For transforms that merge key blocks and read
 // their rows through the grouped layout (exact and K-interval attention).
+// A call with many query tiles per kv head whose products multiply decoded fp32 rows (no
+// native family reads the codes) has its coded K and V decoded once into dense fp32 copies
+// instead of once per query tile (DecodesOnce): the same values, so the same results.
 class DecodePlan {
  public:
   // second_q: a second view's queries (thresholded attention's), grouped as args.q is.
@@ -30,10 +33,15 @@ class DecodePlan {
 
  private:
   using Buffer = std::vector<float, native::PooledAllocator<float>>;
-  Buffer q_rows_, q2_rows_, o_rows_;
+  Buffer q_rows_, q2_rows_, o_rows_, k_rows_, v_rows_;
   Tensor caller_o_;
   size_t batch_ = 0, heads_ = 0, q_len_ = 0, dim_ = 0;
 };
+
+// Whether the plan decodes problem's coded K (keys) or V once per call: 16- or 8-bit codes
+// that the forward would decode per key tile (for K: no AMX score product reads them), in a
+// call that DecodesKvOnce (tile_sizes.h).
+bool DecodesOnce(const AttentionProblem& problem, bool keys);
 
 }  // namespace lpattn
 

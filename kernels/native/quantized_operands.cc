@@ -33,6 +33,16 @@ bool QuantizedOperands::Native(const quant::QuantSpec& spec) const {
          (spec.format == quant::Format::kBf16 || spec.format == quant::Format::kFp16);
 }
 
+bool QuantizedOperands::DecodesOnce() const {
+  return DecodesKvOnce(size_t(shape_.batch), size_t(shape_.heads), size_t(shape_.kv_heads),
+                       size_t(shape_.q_len), size_t(shape_.kv_len), size_t(shape_.head_dim));
+}
+
+bool QuantizedOperands::TilesMayReadKeyCodes() const {
+  return native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
+         native::NativePathEnabled(native::NativePath::kAmxBf16);
+}
+
 CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
   const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
   Buffer<uint16_t>& codes = codes_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
@@ -213,11 +223,13 @@ bool QuantizedOperands::EncodeTransposedValues(ConstTensor v, AmxPv& out) {
 }
 
 QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTensor v,
-                                                        AttentionProblem& problem) {
+                                                        AttentionProblem& problem, bool copies) {
   const quant::QuantSpec key = precision_.KeySpec(), value = precision_.ValueSpec();
   KvViews views{k, v};
   if (NativeInt8(key)) {
     EncodeInt8KeyRows(k, problem.int_qk);
+  } else if (copies && !TilesMayReadKeyCodes()) {
+    views.k = Key(k);
   } else if (Native(key)) {
     problem.k_codes = Encode(k, key.format);
   } else if (NativeFp8(key)) {
@@ -229,6 +241,8 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
     problem.int_pv = EncodeIntValues(v);
   } else if (AmxBf16Pv(value) && EncodeTransposedValues(v, problem.amx_pv)) {
     // V^T on tiles (a V with inf or NaN goes on to the decoded codes)
+  } else if (copies) {
+    views.v = Value(v);
   } else if (Native(value)) {
     problem.v_codes = Encode(v, value.format);
   } else if (NativeFp8(value)) {

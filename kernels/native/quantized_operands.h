@@ -53,9 +53,11 @@ class QuantizedOperands {
   // allows it (precision.h): bf16 or fp16 K and V become 16-bit codes (problem's k_codes,
   // v_codes), int8 Q and K (not per channel, not smoothed) integer codes (problem's int_qk);
   // the float views in the result are then not read.
+  // A call that decodes K and V once (tile_sizes.h's DecodesKvOnce) takes their rounded fp32
+  // copies at once instead of codes it would decode (docs/design.md §8).
   template <class Args>
   Args SubstituteForward(Args args, AttentionProblem& problem) {
-    const KvViews kv = PrepareKv(args.k, args.v, problem);
+    const KvViews kv = PrepareKv(args.k, args.v, problem, DecodesOnce());
     args.k = kv.k;
     args.v = kv.v;
     args.q = PrepareQueries(args.q, problem);
@@ -66,7 +68,10 @@ class QuantizedOperands {
   struct KvViews {
     ConstTensor k, v;
   };
-  KvViews PrepareKv(ConstTensor k, ConstTensor v, AttentionProblem& problem);
+  // copies: bf16, fp16 and fp8 K and V that only the per-tile decoders would read become
+  // rounded fp32 copies (the simulation's values, which the decoders give bit for bit).
+  KvViews PrepareKv(ConstTensor k, ConstTensor v, AttentionProblem& problem,
+                    bool copies = false);
   // A dense copy of a K-shaped tensor, owned like the others (PreparedKv's fp32 operands).
   ConstTensor OwnKeyShaped(ConstTensor t);
   // docs/math.md §4.2, the low-precision backward: rounded copies of its products' operands
@@ -83,6 +88,10 @@ class QuantizedOperands {
                        int64_t tokens, const char* name);
   // bf16 or fp16 without smoothing, on the native path: storage the forward decodes itself.
   bool Native(const quant::QuantSpec& spec) const;
+  // Whether this call decodes coded K and V once (DecodesKvOnce), and whether an AMX score
+  // product may read K's codes themselves (AmxScoresFor).
+  bool DecodesOnce() const;
+  bool TilesMayReadKeyCodes() const;
   CodedKv Encode(ConstTensor t, quant::Format format);
   // fp8 with a scale per token, block or tensor, without smoothing, on the native path: one
   // byte an element and a scale per token (quant::QuantizeToCodes), decoded per key tile.

@@ -30,6 +30,22 @@ inline constexpr size_t DecodeTileRows(size_t heads, size_t kv_heads, size_t q_l
   return group > 1 && group * q_len <= kTileQ ? group * q_len : q_len;
 }
 
+// A forward with at least kDecodeOnceTiles query tiles per kv head (under the decode plan's
+// grouping) decodes its coded K and V once per call into fp32 rows, up to kMaxDecodedBytes a
+// side, rather than once per query tile (docs/design.md §8): with fewer, each key tile is
+// decoded about as often either way (once per query tile, fewer under the causal mask), and
+// the copy costs its writes.
+inline constexpr size_t kDecodeOnceTiles = 4;
+inline constexpr size_t kMaxDecodedBytes = size_t(256) << 20;
+inline constexpr bool DecodesKvOnce(size_t batch, size_t heads, size_t kv_heads, size_t q_len,
+                                    size_t kv_len, size_t dim) {
+  const size_t tiles = DecodeTileRows(heads, kv_heads, q_len) == q_len
+                           ? (q_len + kTileQ - 1) / kTileQ * (heads / kv_heads)
+                           : 1;
+  return tiles >= kDecodeOnceTiles &&
+         batch * kv_heads * kv_len * dim * sizeof(float) <= kMaxDecodedBytes;
+}
+
 // The backward's dS blocks (docs/math.md §4.2) are the tiles.
 static_assert(kTileQ == size_t(kBlockQueries) && kTileK == size_t(kBlockKeys));
 

@@ -8,8 +8,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "kernels/entry/decode_plan.h"
+#include "kernels/native/native_paths.h"
 #include "kernels/precision.h"
 #include "kernels/prepared_kv.h"
+#include "kernels/skeleton/tile_sizes.h"
 #include "tests/kernels/attention_case.h"
 
 namespace lpattn::test {
@@ -233,6 +236,81 @@ void ExpectRoundedWeightsMatchReference(AttentionCase c, const std::string& prec
     EXPECT_LE(ScaledMaxError(out.dq.Dense(), grads.dq), 1e-3) << "dQ";
     EXPECT_LE(ScaledMaxError(out.dk.Dense(), grads.dk), 1e-3) << "dK";
     EXPECT_LE(ScaledMaxError(out.dv.Dense(), grads.dv), 1e-3) << "dV";
+  }
+}
+
+// docs/design.md §8: a forward with kDecodeOnceTiles query tiles per kv head or more decodes
+// its coded K and V once per call (in the call: takes their rounded fp32 copies), a decode step
+// or a short prefill per key tile, and a copy over kMaxDecodedBytes is not made.
+TEST(PrecisionKernels, PrefillDecodesCodedKvOnceByTheShape) {
+  EXPECT_TRUE(DecodesKvOnce(1, 4, 1, 200, 200, 80));     // 3 tiles x a group of 4
+  EXPECT_TRUE(DecodesKvOnce(2, 2, 2, 4 * kTileQ, 400, 64));
+  EXPECT_FALSE(DecodesKvOnce(2, 2, 2, 3 * kTileQ, 400, 64));
+  EXPECT_FALSE(DecodesKvOnce(1, 32, 8, 1, 32768, 128));  // a decode step: one grouped tile
+  EXPECT_FALSE(DecodesKvOnce(1, 32, 8, 16, 32768, 128));
+  EXPECT_TRUE(DecodesKvOnce(1, 32, 8, 97, 32768, 128));  // two tiles x a group of 4
+  EXPECT_FALSE(DecodesKvOnce(1, 8, 8, 1 << 20, 1 << 20, 128));  // 4 GiB a side
+
+  AttentionProblem p{};
+  p.batch = 1, p.heads = 4, p.kv_heads = 1, p.q_len = 400, p.kv_len = 400, p.dim = 64;
+  EXPECT_FALSE(DecodesOnce(p, true));  // fp32 K and V: nothing to decode
+  const uint16_t codes[1] = {};
+  const float floats[1] = {};
+  p.k_codes.data = codes;
+  p.v_codes.floats = floats;  // a KvCache's fp32 V is read where it lies
+  EXPECT_TRUE(DecodesOnce(p, true));
+  EXPECT_FALSE(DecodesOnce(p, false));
+  p.amx_qk = AmxScores::kBf16;  // the tiles read K's codes
+  EXPECT_FALSE(DecodesOnce(p, true));
+  p.v_codes = {};
+  const uint8_t bytes[1] = {};
+  p.v_codes.codes8 = bytes;
+  EXPECT_TRUE(DecodesOnce(p, false));
+  p.q_len = 10;  // one tile of each of 4 query heads: decoded per tile
+  EXPECT_FALSE(DecodesOnce(p, false));
+}
+
+// Decoded once or per tile, K and V take the decoders' values, which are the simulation's
+// rounded ones bit for bit: so the native forward in the call, against prepared codes and the
+// simulation give the same bits at prefill shapes (on a CPU whose AMX tiles read bf16 codes,
+// the same values summed in another order). Strided [B, T, H, D] K and V, odd head dimensions
+// (padded rows), GQA and tensor, token and block scales for fp8.
+TEST(PrecisionKernels, PrefillDecodedOnceGivesTheDecodersBits) {
+  const bool tiles = native::NativePathEnabled(native::NativePath::kAmxBf16);
+  for (const AttentionShape shape : {AttentionShape{1, 4, 1, 200, 200, 80},
+                                     AttentionShape{2, 2, 2, 400, 400, 35},
+                                     AttentionShape{1, 2, 1, 300, 150, 32}}) {
+    ASSERT_TRUE(DecodesKvOnce(size_t(shape.batch), size_t(shape.heads), size_t(shape.kv_heads),
+                              size_t(shape.q_len), size_t(shape.kv_len), size_t(shape.head_dim)));
+    AttentionCase c(shape, shape.q_len == shape.kv_len, SinkMode::kLearned, Layout::kBTHD, 6);
+    for (const char* precision :
+         {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=fp8e4m3,pv=fp8e4m3,gran=token",
+          "qk=fp8e5m2,pv=bf16,block=16", "qk=bf16,pv=fp8e4m3,gran=tensor",
+          "qk=bf16,pv=bf16,p=bf16"}) {
+      for (const std::string& target : SupportedTargets()) {
+        SCOPED_TRACE(std::string(precision) + " on " + target + " D" +
+                     std::to_string(shape.head_dim));
+        ScopedTarget pin(target);
+        ASSERT_TRUE(pin.ok);
+        c.options.precision = ParsePrecision(std::string(precision) + ",path=sim");
+        const KernelOutputs simulated = c.Run(false);
+        c.options.precision = ParsePrecision(precision);
+        const KernelOutputs in_call = c.Run(false);
+        const PreparedKv kv(shape, c.options.precision, c.k.cview(), c.v.cview());
+        OwnedTensor o(shape.batch, shape.heads, shape.q_len, shape.head_dim, Layout::kBTHD);
+        std::vector<float> lse(size_t(shape.batch * shape.heads * shape.q_len));
+        ExactForward(shape, c.options, c.q.cview(), kv, o.view(), lse.data());
+        if (tiles) {
+          EXPECT_LE(ScaledMaxError(in_call.o.Dense(), simulated.o.Dense()), 1e-6);
+          EXPECT_LE(ScaledMaxError(o.Dense(), simulated.o.Dense()), 1e-6);
+          continue;
+        }
+        EXPECT_EQ(in_call.o.storage, simulated.o.storage);
+        EXPECT_EQ(in_call.lse, simulated.lse);
+        EXPECT_EQ(o.storage, simulated.o.storage);
+        EXPECT_EQ(lse, simulated.lse);
+      }
+    }
   }
 }
 
