@@ -70,6 +70,39 @@ HWY_INLINE hn::Vec<DF> DecodeMiniFloat(DF df, hn::Vec<hn::RebindToSigned<DF>> co
   return hn::BitCast(df, hn::Or(bits, sign));
 }
 
+// DecodeMiniFloat(EncodeMiniFloat(x)) bit for bit, without the codes: fp32's bit pattern
+// rounded in place to kF's mantissa (normal results); a result below kF's smallest normal
+// rounded to its subnormal quantum by adding and subtracting a power of two whose ulp is that
+// quantum (exact, round to nearest even); overflow to kF's largest value (saturating formats)
+// or infinity; NaN to the decoder's quiet NaN with x's sign. Half the instructions of the
+// round trip through codes, for the quantizers' simulation copies and P's rounding.
+template <MiniFloat kF, class DF>
+HWY_INLINE hn::Vec<DF> RoundMiniFloat(DF df, hn::Vec<DF> x) {
+  const hn::RebindToSigned<DF> di;
+  constexpr int kShift = 23 - kF.mantissa_bits;
+  const auto bits = hn::BitCast(di, x);
+  const auto abs = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const auto sign = hn::AndNot(abs, bits);
+  const auto lsb = hn::And(hn::ShiftRight<kShift>(abs), hn::Set(di, 1));
+  auto rounded = hn::And(hn::Add(hn::Add(abs, hn::Set(di, (1 << (kShift - 1)) - 1)), lsb),
+                         hn::Set(di, -(1 << kShift)));
+  if constexpr (kF.bias != 127) {
+    const auto quantum_ulp = hn::Set(df, Pow2(kF.SubnormalExp() + 23));
+    const auto small = hn::Sub(hn::Add(hn::BitCast(df, abs), quantum_ulp), quantum_ulp);
+    const auto subnormal = hn::Lt(abs, hn::Set(di, int32_t(kF.MinNormalBits())));
+    rounded = hn::IfThenElse(subnormal, hn::BitCast(di, small), rounded);
+  }
+  // The largest finite magnitude's fp32 bits (its code widened as DecodeMiniFloat does).
+  constexpr int32_t kMaxBits =
+      int32_t(((kF.max_code << kShift) + (kF.Rebias() << kShift)) & 0x7FFFFFFF);
+  const int32_t overflow_bits = kF.saturating ? kMaxBits : 0x7F800000;
+  rounded = hn::IfThenElse(hn::Gt(rounded, hn::Set(di, kMaxBits)), hn::Set(di, overflow_bits),
+                           rounded);
+  rounded = hn::IfThenElse(hn::Gt(abs, hn::Set(di, 0x7F800000)), hn::Set(di, 0x7FC00000),
+                           rounded);
+  return hn::BitCast(df, hn::Or(rounded, sign));
+}
+
 // int8 codes of x: round to nearest even, clamped to [-127, 127]; NaN gives 0.
 // fp16 through F16C on AVX2 and AVX3: vcvtps2ph rounds to nearest even exactly as the minifloat
 // codec does (subnormals, overflow to inf included; only NaN payloads may differ, NaN staying
@@ -169,13 +202,13 @@ template <class DF>
 HWY_INLINE hn::Vec<DF> RoundLanesUnscaled(DF df, hn::Vec<DF> x, Format format) {
   switch (format) {
     case Format::kBf16:
-      return DecodeMiniFloat<kBf16Layout>(df, EncodeMiniFloat<kBf16Layout>(df, x));
+      return RoundMiniFloat<kBf16Layout>(df, x);
     case Format::kFp16:
       return DecodeFp16Lanes(df, EncodeFp16Lanes(df, x));
     case Format::kFp8E4M3:
-      return DecodeMiniFloat<kE4M3Layout>(df, EncodeMiniFloat<kE4M3Layout>(df, x));
+      return RoundMiniFloat<kE4M3Layout>(df, x);
     case Format::kFp8E5M2:
-      return DecodeMiniFloat<kE5M2Layout>(df, EncodeMiniFloat<kE5M2Layout>(df, x));
+      return RoundMiniFloat<kE5M2Layout>(df, x);
     case Format::kInt8:
       return hn::ConvertTo(df, EncodeInt8Lanes(df, x));
     case Format::kFp32:

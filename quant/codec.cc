@@ -32,6 +32,7 @@ struct MiniFloatCodec {
   using Code = CodeT;
   static hn::Vec<DI> Encode(hn::Vec<DF> x) { return EncodeMiniFloat<kF>(DF(), x); }
   static hn::Vec<DF> Decode(hn::Vec<DI> code) { return DecodeMiniFloat<kF>(DF(), code); }
+  static hn::Vec<DF> RoundTrip(hn::Vec<DF> x) { return RoundMiniFloat<kF>(DF(), x); }
   static Code EncodeScalar(float x) { return kEncodeScalar(x); }
   static float DecodeScalar(Code c) { return kDecodeScalar(c); }
 };
@@ -41,6 +42,7 @@ template <> struct Codec<Format::kFp16>
     : MiniFloatCodec<kFp16Layout, uint16_t, EncodeFp16, DecodeFp16> {
   static hn::Vec<DI> Encode(hn::Vec<DF> x) { return EncodeFp16Lanes(DF(), x); }  // F16C
   static hn::Vec<DF> Decode(hn::Vec<DI> code) { return DecodeFp16Lanes(DF(), code); }
+  static hn::Vec<DF> RoundTrip(hn::Vec<DF> x) { return Decode(Encode(x)); }
 };
 template <> struct Codec<Format::kFp8E4M3>
     : MiniFloatCodec<kE4M3Layout, uint8_t, EncodeE4M3, DecodeE4M3> {};
@@ -50,6 +52,7 @@ template <> struct Codec<Format::kInt8> {
   using Code = int8_t;
   static hn::Vec<DI> Encode(hn::Vec<DF> x) { return EncodeInt8Lanes(DF(), x); }
   static hn::Vec<DF> Decode(hn::Vec<DI> code) { return hn::ConvertTo(DF(), code); }
+  static hn::Vec<DF> RoundTrip(hn::Vec<DF> x) { return Decode(Encode(x)); }
   static Code EncodeScalar(float x) { return EncodeInt8(x); }
   static float DecodeScalar(Code c) { return DecodeInt8(c); }
 };
@@ -104,8 +107,8 @@ void RoundTripRowT(const float* x, const float* scales, float* out, size_t n) {
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const auto vscale = kPerElement ? hn::LoadU(df, scales + i) : hn::Set(df, scales[0]);
-    const auto code = C::Encode(hn::Div(hn::LoadU(df, x + i), vscale));
-    hn::StoreU(hn::Mul(C::Decode(code), vscale), df, out + i);
+    hn::StoreU(hn::Mul(C::RoundTrip(hn::Div(hn::LoadU(df, x + i), vscale)), vscale), df,
+               out + i);
   }
   for (; i < n; ++i) {
     const float scale = scales[kPerElement ? i : 0];
