@@ -314,7 +314,15 @@ ConstTensor QuantizedOperands::PrepareQueries(ConstTensor q, AttentionProblem& p
     problem.q_codes.e5m2 = precision_.QuerySpec().format == quant::Format::kFp8E5M2;
     return q;
   }
-  if (!NativeInt8(precision_.KeySpec())) return Query(q);
+  if (!NativeInt8(precision_.KeySpec())) {
+    // A plain cast is applied as the tiles are packed: no rounded copy of Q (PackTransposed).
+    const quant::QuantSpec spec = precision_.QuerySpec();
+    if (Native(spec) && !spec.scale_casts) {
+      problem.q_cast = spec.format;
+      return q;
+    }
+    return Query(q);
+  }
   problem.amx_qk8 = problem.int_qk.k_rows != nullptr && AmxInt8Keys();
   problem.quad_qk8 = problem.int_qk.k_rows != nullptr && !problem.amx_qk8 && VnniInt8Keys();
   EncodeIntQueries(q, problem.int_qk);

@@ -198,6 +198,9 @@ struct AttentionProblem {
   bool unit_queries = false;
   // The forward reads K and V from these when set (dense transforms only; the backward never).
   CodedKv k_codes, v_codes;
+  // Q's values cast to this format (bf16 or fp16, no scale) as each query tile is packed, on
+  // the fp32 score products (dense transforms' forward only): the rounding a copy would hold.
+  quant::Format q_cast = quant::Format::kFp32;
   IntQk int_qk;  // scores from integer products when set (dense transforms' forward only)
   IntPv int_pv;  // P V from integer products when set() (dense forward with p = int8)
   // Q K^T on AMX bf16 tiles (kernels/native/amx_products.h; dense transforms' forward only),

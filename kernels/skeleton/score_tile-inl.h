@@ -411,8 +411,9 @@ HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
 HWY_INLINE void PackFewQueries(const AttentionProblem& p, const HeadRows& q, size_t i0, size_t nq,
                                float* HWY_RESTRICT rows) {
   std::fill(rows, rows + kFewQueries * p.dim, 0.0f);
+  HWY_ALIGN float rounded[kMaxHeadDim + 64];
   for (size_t i = 0; i < nq; ++i) {
-    const float* row = q.row(i0 + i);
+    const float* row = CastRow(q.row(i0 + i), p.dim, p.q_cast, rounded);
     const float factor = RowFactor(row, p.dim, p.scale, p.unit_queries);
     for (size_t c = 0; c < p.dim; ++c) rows[i * p.dim + c] = factor * row[c];
   }
@@ -537,7 +538,7 @@ HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t
     ws.few_queries = true;
     return;
   } else {
-    PackTransposed(q, i0, nq, p.dim, p.scale, kTileQ, q_panel, p.unit_queries);
+    PackTransposed(q, i0, nq, p.dim, p.scale, kTileQ, q_panel, p.unit_queries, p.q_cast);
   }
   ws.few_queries = false;
 }

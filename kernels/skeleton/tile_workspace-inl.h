@@ -219,15 +219,35 @@ HWY_INLINE float RowFactor(const float* row, size_t dim, float factor, bool unit
   return float(factor / std::max(std::sqrt(norm), 1e-12));
 }
 
+// Row `row` of dim values rounded to a float format's cast (bf16, fp16: scale 1), as quant's
+// codecs round, into out (dim rounded up to whole vectors; zero past dim); `row` itself for
+// fp32. Q's rounding as its tiles are packed (AttentionProblem::q_round).
+HWY_INLINE const float* CastRow(const float* row, size_t dim, quant::Format format,
+                                float* HWY_RESTRICT out) {
+  if (format == quant::Format::kFp32) return row;
+  const hn::ScalableTag<float> d;
+  const size_t padded = hwy::RoundUpTo(dim, hn::Lanes(d));
+  std::copy(row, row + dim, out);
+  std::fill(out + dim, out + padded, 0.0f);
+  for (size_t c = 0; c < padded; c += hn::Lanes(d)) {
+    hn::Store(quant::HWY_NAMESPACE::RoundLanesUnscaled(d, hn::Load(d, out + c), format), d,
+              out + c);
+  }
+  return out;
+}
+
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
 // transposed operand of a score product, packed once per task. With unit_rows each row is
-// also divided by max(||row||, 1e-12) (thresholded attention's L2-normalised queries).
+// also divided by max(||row||, 1e-12) (thresholded attention's L2-normalised queries); with a
+// cast, each value is rounded to it first (CastRow).
 HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size_t dim,
                                float factor, size_t width, float* HWY_RESTRICT panel,
-                               bool unit_rows = false) {
+                               bool unit_rows = false,
+                               quant::Format cast = quant::Format::kFp32) {
   std::fill(panel, panel + dim * width, 0.0f);
+  HWY_ALIGN float rounded[kMaxHeadDim + 64];
   for (size_t i = 0; i < n; ++i) {
-    const float* row = src.row(first + i);
+    const float* row = CastRow(src.row(first + i), dim, cast, rounded);
     const float row_factor = RowFactor(row, dim, factor, unit_rows);
     for (size_t c = 0; c < dim; ++c) panel[c * width + i] = row_factor * row[c];
   }
