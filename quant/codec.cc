@@ -116,23 +116,29 @@ void RoundTripRowT(const float* x, const float* scales, float* out, size_t n) {
   }
 }
 
+// The magnitudes' bit patterns as integers: ordered as the magnitudes are, with inf and NaN
+// (exponent all ones) above every finite one, so one integer max finds both the extreme and
+// whether any value was not finite.
 float MaxAbsRowTarget(const float* x, size_t n) {
   const DF df;
+  const DI di;
   const size_t N = hn::Lanes(df);
-  auto running = hn::Zero(df);
-  bool finite = true;
+  const auto magnitude = hn::Set(di, 0x7FFFFFFF);
+  auto running = hn::Zero(di);
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    const auto v = hn::LoadU(df, x + i);
-    finite &= hn::AllTrue(df, hn::IsFinite(v));
-    running = hn::Max(running, hn::Abs(v));
+    running = hn::Max(running, hn::And(hn::BitCast(di, hn::LoadU(df, x + i)), magnitude));
   }
-  float m = hn::GetLane(hn::MaxOfLanes(df, running));
+  int32_t bits = hn::GetLane(hn::MaxOfLanes(di, running));
   for (; i < n; ++i) {
-    finite &= std::isfinite(x[i]);
-    m = std::max(m, std::fabs(x[i]));
+    int32_t b;
+    std::memcpy(&b, x + i, sizeof(b));
+    bits = std::max(bits, b & 0x7FFFFFFF);
   }
-  return finite ? m : std::numeric_limits<float>::infinity();
+  if (bits >= 0x7F800000) return std::numeric_limits<float>::infinity();
+  float m;
+  std::memcpy(&m, &bits, sizeof(m));
+  return m;
 }
 
 bool MaxAbsIntoTarget(const float* x, float* running, size_t n) {

@@ -249,6 +249,40 @@ TEST(QuantCodec, EveryFp8CodeDecodesAsTheScalarCodecOnEveryTarget) {
   }
 }
 
+// A group's extreme on every target: the largest magnitude (negative values, subnormals and
+// -0 included), and +inf once any value, in the vectors or the tail, is infinite or NaN.
+TEST(QuantCodec, MaxAbsRowFindsTheExtremeAndNonFiniteValuesOnEveryTarget) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const std::string& target : test::SupportedTargets()) {
+    test::ScopedTarget pinned(target);
+    ASSERT_TRUE(pinned.ok) << target;
+    for (size_t n : {1u, 7u, 16u, 67u}) {
+      std::vector<float> x(n);
+      for (float& v : x) v = normal(rng);
+      x[n / 2] = -0.0f;
+      if (n > 2) x[1] = std::numeric_limits<float>::denorm_min();
+      float want = 0.0f;
+      for (float v : x) want = std::max(want, std::fabs(v));
+      EXPECT_EQ(MaxAbsRow(x.data(), n), want) << target << " n " << n;
+      x[n - 1] = -1e30f;  // the largest, last (in the tail when n is not whole vectors)
+      EXPECT_EQ(MaxAbsRow(x.data(), n), 1e30f) << target << " n " << n;
+      for (float special : {std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN(), -std::nanf("")}) {
+        for (size_t at : {size_t(0), n - 1}) {
+          std::vector<float> y = x;
+          y[at] = special;
+          EXPECT_EQ(MaxAbsRow(y.data(), n), std::numeric_limits<float>::infinity())
+              << target << " n " << n << " at " << at;
+        }
+      }
+    }
+    const std::vector<float> zeros(9, 0.0f);
+    EXPECT_EQ(MaxAbsRow(zeros.data(), zeros.size()), 0.0f) << target;
+  }
+}
+
 // ---- quantizers -------------------------------------------------------------------------
 
 struct Dense {
