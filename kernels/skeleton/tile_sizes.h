@@ -31,19 +31,24 @@ inline constexpr size_t DecodeTileRows(size_t heads, size_t kv_heads, size_t q_l
 }
 
 // A forward with at least kDecodeOnceTiles query tiles per kv head (under the decode plan's
-// grouping) decodes its coded K and V once per call into fp32 rows, up to kMaxDecodedBytes a
-// side, rather than once per query tile (docs/design.md §8): with fewer, each key tile is
-// decoded about as often either way (once per query tile, fewer under the causal mask), and
-// the copy costs its writes.
+// grouping) decodes its coded K and V once per call into fp32 rows rather than once per query
+// tile (docs/design.md §8), when a kv head's fp32 K and V take at most kMaxDecodedHeadBytes
+// and a side's whole copy at most kMaxDecodedBytes. With fewer tiles each key tile is decoded
+// about as often either way (once per query tile, fewer under the causal mask) and the copy
+// costs its writes; with longer heads every query tile would stream twice (bf16, fp16) or
+// four times (fp8) the codes' bytes, which on AMD Zen 3 cost what decoding per tile saved
+// (docs/performance.md §4.5).
 inline constexpr size_t kDecodeOnceTiles = 4;
+inline constexpr size_t kMaxDecodedHeadBytes = size_t(2) << 20;
 inline constexpr size_t kMaxDecodedBytes = size_t(256) << 20;
 inline constexpr bool DecodesKvOnce(size_t batch, size_t heads, size_t kv_heads, size_t q_len,
                                     size_t kv_len, size_t dim) {
   const size_t tiles = DecodeTileRows(heads, kv_heads, q_len) == q_len
                            ? (q_len + kTileQ - 1) / kTileQ * (heads / kv_heads)
                            : 1;
-  return tiles >= kDecodeOnceTiles &&
-         batch * kv_heads * kv_len * dim * sizeof(float) <= kMaxDecodedBytes;
+  const size_t head_bytes = 2 * kv_len * dim * sizeof(float);
+  return tiles >= kDecodeOnceTiles && head_bytes <= kMaxDecodedHeadBytes &&
+         batch * kv_heads * head_bytes / 2 <= kMaxDecodedBytes;
 }
 
 // The backward's dS blocks (docs/math.md §4.2) are the tiles.

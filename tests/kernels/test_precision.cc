@@ -248,8 +248,11 @@ TEST(PrecisionKernels, PrefillDecodesCodedKvOnceByTheShape) {
   EXPECT_FALSE(DecodesKvOnce(2, 2, 2, 3 * kTileQ, 400, 64));
   EXPECT_FALSE(DecodesKvOnce(1, 32, 8, 1, 32768, 128));  // a decode step: one grouped tile
   EXPECT_FALSE(DecodesKvOnce(1, 32, 8, 16, 32768, 128));
-  EXPECT_TRUE(DecodesKvOnce(1, 32, 8, 97, 32768, 128));  // two tiles x a group of 4
-  EXPECT_FALSE(DecodesKvOnce(1, 8, 8, 1 << 20, 1 << 20, 128));  // 4 GiB a side
+  EXPECT_TRUE(DecodesKvOnce(1, 32, 8, 97, 2048, 128));  // two tiles x a group of 4, 2 MiB
+  EXPECT_FALSE(DecodesKvOnce(1, 32, 8, 97, 2049, 128));  // a head's K and V over 2 MiB
+  EXPECT_FALSE(DecodesKvOnce(1, 8, 8, 4096, 4096, 128));
+  EXPECT_TRUE(DecodesKvOnce(1, 8, 8, 4096, 4096, 64));
+  EXPECT_FALSE(DecodesKvOnce(512, 8, 8, 4096, 4096, 32));  // 2 GiB a side
 
   AttentionProblem p{};
   p.batch = 1, p.heads = 4, p.kv_heads = 1, p.q_len = 400, p.kv_len = 400, p.dim = 64;
