@@ -7,6 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kernels/entry/decode_plan.h"
 #include "kernels/native/native_paths.h"
@@ -101,6 +102,16 @@ TEST(PrecisionKernels, ExactMatchesReferenceWithEveryFormatAndGranularity) {
   }
 }
 
+// Case c's forward with `precision` on the simulation path, then on the native path (where
+// c's precision is left).
+std::pair<KernelOutputs, KernelOutputs> SimulatedAndNative(AttentionCase& c,
+                                                           const std::string& precision) {
+  c.options.precision = ParsePrecision(precision + ",path=sim");
+  KernelOutputs simulated = c.Run(false);
+  c.options.precision = ParsePrecision(precision);
+  return {std::move(simulated), c.Run(false)};
+}
+
 // The native path (bf16/fp16 K and V decoded tile by tile in the forward, fp8 ones with their
 // token scales; int8 Q K^T, and int8 P V with p = int8 and V's scale per tensor or per channel,
 // as exact integer sums scaled once; bf16 products on AMX tiles where the CPU has them) and the
@@ -124,10 +135,7 @@ TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
                      std::to_string(shape.head_dim));
         ScopedTarget pin(target);
         ASSERT_TRUE(pin.ok);
-        c.options.precision = ParsePrecision(std::string(precision) + ",path=sim");
-        const KernelOutputs simulated = c.Run(false);
-        c.options.precision = ParsePrecision(precision);
-        const KernelOutputs native = c.Run(false);
+        const auto [simulated, native] = SimulatedAndNative(c, precision);
         EXPECT_LE(ScaledMaxError(native.o.Dense(), simulated.o.Dense()), 1e-6);
         EXPECT_LE(ScaledMaxError(ToDouble(native.lse), ToDouble(simulated.lse)), 1e-6);
       }
@@ -295,10 +303,7 @@ TEST(PrecisionKernels, PrefillDecodedOnceGivesTheDecodersBits) {
                      std::to_string(shape.head_dim));
         ScopedTarget pin(target);
         ASSERT_TRUE(pin.ok);
-        c.options.precision = ParsePrecision(std::string(precision) + ",path=sim");
-        const KernelOutputs simulated = c.Run(false);
-        c.options.precision = ParsePrecision(precision);
-        const KernelOutputs in_call = c.Run(false);
+        const auto [simulated, in_call] = SimulatedAndNative(c, precision);
         const PreparedKv kv(shape, c.options.precision, c.k.cview(), c.v.cview());
         OwnedTensor o(shape.batch, shape.heads, shape.q_len, shape.head_dim, Layout::kBTHD);
         std::vector<float> lse(size_t(shape.batch * shape.heads * shape.q_len));
