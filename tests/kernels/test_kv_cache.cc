@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/kv_cache.h"
+#include "kernels/skeleton/tile_sizes.h"
 #include "quant/format.h"
 #include "quant/quantizer.h"
 #include "tests/kernels/attention_case.h"
@@ -160,6 +161,31 @@ TEST(KvCache, RaggedQueriesMatchEachSequenceAlone) {
       EXPECT_THROW(ExactForward(shape, cases[0].options, q.cview(), cache, o.view(), lse.data(),
                                 kCall, empty),
                    std::invalid_argument);
+    }
+  }
+}
+
+// A prefill chunk of 200 queries per head (3 tiles of each of 4 query heads per kv head) decodes
+// the cache's coded K and V once per call (docs/design.md §8), from contiguous rows and through
+// both paged layouts' block tables, int8 V included: the in-call forward of the same precision.
+TEST(KvCache, PrefillChunkDecodedOnceMatchesTheInCallKernel) {
+  const int64_t heads = 8, kv_heads = 2, dim = 64, queries = 200, length = 600;
+  ASSERT_TRUE(DecodesKvOnce(1, heads, kv_heads, queries, length, dim));
+  for (const FormatPair& f : kFormats) {
+    for (const CacheLayout& layout : {kLayouts[0], kLayouts[2], kLayouts[3]}) {
+      const std::string what = Name(f) + layout.Name();
+      AttentionCase c({1, heads, kv_heads, queries, length, dim}, true, SinkMode::kLearned,
+                      Layout::kBHTD, 41);
+      c.options.precision = InCallPrecision(f);
+      const KernelOutputs want = c.Run(false);
+      KvCache cache = MakeCache(f, 1, kv_heads, dim, length, layout);
+      AppendInChunks(cache, 0, c.k, c.v);
+      OwnedTensor o(1, heads, queries, dim, Layout::kBHTD);
+      std::vector<float> lse(size_t(heads * queries), 0.0f);
+      const AttentionShape shape{1, heads, kv_heads, queries, 1, dim};
+      ExactForward(shape, c.options, c.q.cview(), cache, o.view(), lse.data());
+      for (size_t r = 0; r < lse.size(); ++r) EXPECT_NEAR(lse[r], want.lse[r], 1e-5) << what;
+      EXPECT_LE(ScaledMaxError(o.Dense(), want.o.Dense()), 1e-6) << what;
     }
   }
 }
