@@ -69,6 +69,8 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
       tiles(quads, (vnni + " (vpdpbusd: P's codes on V's key quads)").c_str(), "any head_dim") +
       pairs;
   const bool amx_int8 = on(NativePath::kAmxInt8), amx_bf16 = on(NativePath::kAmxBf16);
+  // docs/design.md §8: a prefill decodes its coded K and V once per call (DecodesKvOnce).
+  const std::string decoded = " once per call in a prefill (up to 2 MiB a head), else per key tile";
   return {
       "fp32: " + highway + " (FMA register tiles)",
       "int8 Q K^T: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on int8 codes)",
@@ -76,26 +78,27 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
       "int8 P V: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on V^T and P^T quads)",
                            "head_dim a multiple of 64") + integer_pv,
       "bf16 Q K^T: " + tiles(amx_bf16, "amx_bf16 (tdpbf16ps tiles)", "head_dim a multiple of 32") +
-          highway + " (K's codes decoded to fp32 per key tile)",
+          highway + " (K's codes decoded to fp32" + decoded + ")",
       "fp16 Q K^T: " +
           tiles(amx_bf16, "amx_bf16 (each value split exactly into two bf16, depth 4 head_dim)",
                 "head_dim a multiple of 32 and query tiles over 4 rows") +
-          highway + " (K's codes decoded to fp32 per key tile; in registers for decode tiles)",
+          highway + " (K's codes decoded to fp32" + decoded + "; in registers for decode tiles)",
       "fp8 Q K^T (scales per tensor, token or block): " +
           tiles(amx_bf16, "amx_bf16 (codes decoded to bf16 per tile, exact; scales after the sums)",
                 "head_dim a multiple of 32 and query tiles over 4 rows") +
           highway +
-          " (K's 1-byte codes decoded to fp32 per key tile; in registers for decode tiles)",
+          " (K's 1-byte codes decoded to fp32" + decoded + "; in registers for decode tiles)",
       "bf16 P V with p=bf16: " +
           tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
                 "amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles)",
                 "head_dim a multiple of 32 and a finite V") +
-          highway + " (V's codes decoded to fp32 per key tile)",
+          highway + " (V's codes decoded to fp32" + decoded + ")",
       "bf16 and fp16 V otherwise: " + highway +
-          " (16-bit codes decoded to fp32 per key tile; in registers for decode tiles)",
+          " (16-bit codes decoded to fp32" + decoded + "; in registers for decode tiles)",
       "fp8 V (scales per tensor, token or block) and a KvCache's int8 V (per token): " + highway +
-          " (1-byte codes decoded to fp32 per key tile, fp8 through fp16 with F16C; in "
-          "registers for decode tiles)",
+          " (1-byte codes decoded to fp32" + decoded +
+          ", fp8 through fp16 with F16C; in registers for decode tiles)",
+      "bf16 and fp16 Q on the fp32 score products: cast as each query tile is packed",
       "Q off the paths above, per-channel fp8 and int8 K, smoothed operands, thresholded "
       "attention's forward: simulated (fp32 copies of the quantized values)",
       "backward with bwd=bf16 (and bwd_dp bf16): " +
