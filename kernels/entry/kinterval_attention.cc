@@ -131,6 +131,8 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
     ForwardArgs grouped{in.q, in.k, in.v, in.o, in.saved.m};
     const DecodePlan plan(coded, grouped);
     in.q = grouped.q;
+    in.k = grouped.k;  // decoded once, when the plan decodes K or V (§8)
+    in.v = grouped.v;
     in.o = grouped.o;
     HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(coded, kint, in);
     plan.Finish();
@@ -157,7 +159,8 @@ void KIntervalForward(const AttentionShape& shape, const AttentionOptions& optio
       ForwardArgs grouped{queries.PrepareQueries(r.q, problem), {}, {}, r.o,
                           saved.m + r.first_row};
       const DecodePlan plan(problem, grouped);
-      const KIntervalForwardArgs in{grouped.q, {}, {}, grouped.o, SavedFrom(saved, r.first_row)};
+      const KIntervalForwardArgs in{grouped.q, grouped.k, grouped.v, grouped.o,
+                                    SavedFrom(saved, r.first_row)};
       HWY_DYNAMIC_DISPATCH(KIntervalForwardTiled)(problem, kint, in);
       plan.Finish();
     });

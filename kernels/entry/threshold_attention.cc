@@ -267,6 +267,8 @@ void ForwardPlanned(const AttentionProblem& problem, const ThresholdCall& call,
   ForwardArgs grouped{in.q[0], in.k[0], in.v, in.o, nullptr};
   const DecodePlan plan(planned, grouped, call.options.views == 2 ? &in.q[1] : nullptr);
   in.q[0] = grouped.q;
+  in.k[0] = grouped.k;  // as the plan leaves them (fp32 here: it decodes nothing)
+  in.v = grouped.v;
   in.o = grouped.o;
   HWY_DYNAMIC_DISPATCH(ThresholdForwardTiled)(planned, call, in);
   plan.Finish();

@@ -14,6 +14,7 @@
 #include "kernels/lpattn.h"
 #include "kernels/reference.h"
 #include "kernels/threshold.h"
+#include "kernels/skeleton/tile_sizes.h"
 #include "tests/kernels/attention_case.h"
 #include "tests/kernels/kv_cache_case.h"
 #include "tests/kernels/threshold_case.h"
@@ -106,6 +107,39 @@ TEST(KvCacheKInterval, RaggedForwardMatchesTheInCallKernelAndTheReference) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// A prefill chunk of 200 queries per head against a cache decodes its codes once per call
+// (docs/design.md §8), the statistics pass included: the in-call forward, every format pair,
+// contiguous and paged.
+TEST(KvCacheKInterval, PrefillChunkDecodedOnceMatchesTheInCallKernel) {
+  const KIntervalOptions kint = ParseKInterval("K=4,cal=window,W=2");
+  const int64_t heads = 8, kv_heads = 2, dim = 64, queries = 200, length = 600;
+  ASSERT_TRUE(DecodesKvOnce(1, heads, kv_heads, queries, length, dim));
+  const size_t rows = size_t(heads * queries);
+  for (const FormatPair& f : kFormats) {
+    AttentionCase c({1, heads, kv_heads, queries, length, dim}, true, SinkMode::kNone,
+                    Layout::kBHTD, 43);
+    c.options.precision = InCallPrecision(f);
+    const KIntervalRun want = RunKIntervalForward(c, kint, Layout::kBHTD);
+    for (const CacheLayout& layout : {kLayouts[0], kLayouts[2]}) {
+      const std::string what = Name(f) + layout.Name();
+      KvCache cache = MakeCache(f, 1, kv_heads, dim, length, layout);
+      AppendInChunks(cache, 0, c.k, c.v);
+      OwnedTensor o(1, heads, queries, dim, Layout::kBHTD);
+      KIntervalRun got{OwnedTensor(), std::vector<float>(rows), std::vector<float>(rows),
+                       std::vector<float>(rows), std::vector<float>(rows),
+                       std::vector<int32_t>(rows), std::vector<int32_t>(rows)};
+      KIntervalForward({1, heads, kv_heads, queries, 1, dim}, c.options, kint, c.q.cview(),
+                       cache, o.view(), got.saved());
+      EXPECT_LE(ScaledMaxError(o.Dense(), want.o.Dense()), 1e-5) << what;
+      for (size_t r = 0; r < rows; ++r) {
+        ASSERT_NEAR(got.m[r], want.m[r], 1e-5 * (1 + std::abs(want.m[r]))) << what;
+        ASSERT_NEAR(got.Z[r], want.Z[r], 1e-5 * want.Z[r]) << what;
+        ASSERT_EQ(got.argmax[r], want.argmax[r]) << what << " row " << r;
       }
     }
   }
