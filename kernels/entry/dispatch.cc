@@ -70,7 +70,8 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
       pairs;
   const bool amx_int8 = on(NativePath::kAmxInt8), amx_bf16 = on(NativePath::kAmxBf16);
   // docs/design.md §8: a prefill decodes its coded K and V once per call (DecodesKvOnce).
-  const std::string decoded = " once per call in a prefill (up to 2 MiB a head), else per key tile";
+  const std::string decoded =
+      " once per call in a prefill (up to 2 MiB a head), else per key tile";
   return {
       "fp32: " + highway + " (FMA register tiles)",
       "int8 Q K^T: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on int8 codes)",

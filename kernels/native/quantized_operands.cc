@@ -281,10 +281,7 @@ size_t QuantizedOperands::BytesHeld() const {
 
 AmxScores QuantizedOperands::AmxScoresFor(const CodedKv& k) const {
   const quant::Format query = precision_.QuerySpec().format;
-  if (!native::AmxBf16TakesDim(size_t(shape_.head_dim)) ||
-      !native::NativePathEnabled(native::NativePath::kAmxBf16)) {
-    return AmxScores::kOff;
-  }
+  if (!TilesMayReadKeyCodes()) return AmxScores::kOff;
   if (k.data != nullptr && query == quant::Format::kBf16 && !k.fp16) return AmxScores::kBf16;
   // A decode tile of a few rows reads fp16 and fp8 K faster decoded in registers for fp32 dot
   // products (FewQueryScores) than split or widened into bf16 tiles (1.45x and 1.2x a 32768-key

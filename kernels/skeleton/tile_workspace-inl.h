@@ -221,7 +221,7 @@ HWY_INLINE float RowFactor(const float* row, size_t dim, float factor, bool unit
 
 // Row `row` of dim values rounded to a float format's cast (bf16, fp16: scale 1), as quant's
 // codecs round, into out (dim rounded up to whole vectors; zero past dim); `row` itself for
-// fp32. Q's rounding as its tiles are packed (AttentionProblem::q_round).
+// fp32. Q's rounding as its tiles are packed (AttentionProblem::q_cast).
 HWY_INLINE const float* CastRow(const float* row, size_t dim, quant::Format format,
                                 float* HWY_RESTRICT out) {
   if (format == quant::Format::kFp32) return row;
