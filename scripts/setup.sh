@@ -10,8 +10,8 @@ packages=(
   cmake g++ make pkg-config
   libhwy-dev libtbb-dev
   libbenchmark-dev libgtest-dev
-  libcli11-dev nlohmann-json3-dev libopenblas-pthread-dev
-  libdnnl-dev  # oneDNN: the peer in lpattn_bench's onednn:* benchmarks
+  libcli11-dev nlohmann-json3-dev
+  libdnnl-dev  # oneDNN: the harness's dense products, and the peer in lpattn_bench's onednn:*
   python3 python3-matplotlib
 )
 # npm fetches the corpus; a Node.js that ships its own npm (NodeSource) conflicts with Debian's.

@@ -1,5 +1,6 @@
 // `lpattn info`: the library version, the Highway targets, the native families (compiled, on
-// this CPU, enabled), how each operand kind is multiplied, and the TBB thread count.
+// this CPU, enabled), how each operand kind is multiplied, the harness's dense products (the
+// library and the instruction set it chose) and the TBB thread count.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include <tbb/task_arena.h>
 
 #include "harness/cli/commands.h"
+#include "harness/model/dense_product.h"
 #include "kernels/attention.h"
 #include "kernels/lpattn.h"
 
@@ -32,7 +34,7 @@ CLI::App* AddInfo(CLI::App& app, InfoOptions& options) {
   CLI::App* info = app.add_subcommand(
       "info",
       "library version, Highway targets (compiled, supported, chosen), native paths (compiled, "
-      "on this CPU, enabled) and how each operand kind is multiplied, TBB threads");
+      "on this CPU, enabled) how each operand kind is multiplied, the harness's dense products, TBB threads");
   AddThreadsOption(info, options.threads);
   return info;
 }
@@ -59,6 +61,7 @@ int RunInfo(const InfoOptions& options) {
   }
   std::printf("products:\n");
   for (const std::string& line : dispatch.products) std::printf("  %s\n", line.c_str());
+  std::printf("harness dense products:    %s\n", harness::DenseProductInfo().c_str());
   std::printf("tbb threads:               %d\n", threads);
   return 0;
 }

@@ -1,21 +1,19 @@
 // The GPT's layers (docs/harness.md §1), one forward/backward pair each, after llm.c's
-// train_gpt2.c. Dense products go through CBLAS sgemm on fixed blocks of rows; TBB runs the
+// train_gpt2.c. Dense products go through oneDNN's sgemm on fixed blocks of rows; TBB runs the
 // blocks in parallel. Block boundaries never depend on the thread count and every output element
 // is written by one block, so results are bit-identical for any number of threads.
 #include "harness/model/layers.h"
 
+#include "harness/model/dense_product.h"
 #include "harness/model/gelu.h"
 #include "harness/model/layernorm_rows.h"
 
-#include <cblas.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <mutex>
 #include <numbers>
 
 namespace lpattn::harness {
@@ -41,48 +39,6 @@ void ForBlocks(size_t n, size_t block, const Body& body) {
         }
       },
       tbb::simple_partitioner());
-}
-
-// Debian's serial OpenBLAS (libopenblas0-serial) is built without USE_LOCKING: two threads in
-// sgemm at once can claim the same packing buffer and silently corrupt each other's results
-// (reproduced with 0.3.21+ds-4: two threads looping over 64x64 products got up to a few percent
-// of wrong results, in about half the runs of 5000 calls each). The pthread build locks its
-// buffer pool and, limited to one thread, runs each call in the caller's thread. So: limit
-// OpenBLAS to one thread, and if the library reports a sequential build, let one call in at a
-// time (still correct and deterministic, only without parallel speed-up of the products).
-class BlasGate {
- public:
-  BlasGate() {
-    openblas_set_num_threads(1);
-    serialise_ = openblas_get_parallel() == 0;
-    if (serialise_) {
-      std::fprintf(stderr,
-                   "lpattn: sequential OpenBLAS is not thread-safe; matrix products run one at "
-                   "a time (link the libopenblas0-pthread build for parallel products)\n");
-    }
-  }
-  template <class Call>
-  void Run(const Call& call) {
-    if (!serialise_) return call();
-    std::lock_guard<std::mutex> lock(mutex_);
-    call();
-  }
-
- private:
-  bool serialise_ = false;
-  std::mutex mutex_;
-};
-
-// C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, row-major.
-void Sgemm(CBLAS_TRANSPOSE trans_a, CBLAS_TRANSPOSE trans_b, size_t m, size_t n, size_t k,
-           const float* a, size_t lda, const float* b, size_t ldb, float beta, float* c,
-           size_t ldc) {
-  static BlasGate gate;
-  gate.Run([&] {
-    cblas_sgemm(CblasRowMajor, trans_a, trans_b, static_cast<blasint>(m), static_cast<blasint>(n),
-                static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), b,
-                static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
-  });
 }
 
 constexpr float kLayerNormEps = 1e-5f;
@@ -161,7 +117,7 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
       for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
       beta = 1.0f;
     }
-    Sgemm(CblasNoTrans, CblasTrans, r1 - r0, OC, C, inp + r0 * C, C, weight, C, beta,
+    Sgemm(Trans::kNo, Trans::kYes, r1 - r0, OC, C, inp + r0 * C, C, weight, C, beta,
           out + r0 * OC, OC);
   });
 }
@@ -172,11 +128,11 @@ void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
                     const float* weight, size_t N, size_t C, size_t OC, Write dinp_write) {
   const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    Sgemm(CblasNoTrans, CblasNoTrans, r1 - r0, C, OC, dout + r0 * OC, OC, weight, C, beta,
+    Sgemm(Trans::kNo, Trans::kNo, r1 - r0, C, OC, dout + r0 * OC, OC, weight, C, beta,
           dinp + r0 * C, C);
   });
   ForBlocks(OC, kChannelBlock, [&](size_t o0, size_t o1) {
-    Sgemm(CblasTrans, CblasNoTrans, o1 - o0, C, N, dout + o0, OC, inp, C, 1.0f, dweight + o0 * C,
+    Sgemm(Trans::kYes, Trans::kNo, o1 - o0, C, N, dout + o0, OC, inp, C, 1.0f, dweight + o0 * C,
           C);
     if (dbias == nullptr) return;
     double sums[kChannelBlock] = {};

@@ -29,8 +29,8 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
                        const float* inp, const float* weight, const float* mean,
                        const float* rstd, size_t N, size_t C);
 
-// out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC] (bias may be null), through CBLAS sgemm
-// (single-threaded OpenBLAS) on fixed blocks of rows run in parallel by TBB.
+// out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC] (bias may be null), through oneDNN's
+// sgemm (dense_product.h), one call per fixed block of rows, the blocks run in parallel by TBB.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias,
                    size_t N, size_t C, size_t OC);
 // How a backward function writes an input gradient.
