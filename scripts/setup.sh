@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev libgtest-dev
   libcli11-dev nlohmann-json3-dev
   libdnnl-dev  # oneDNN: the harness's dense products, and the peer in lpattn_bench's onednn:*
+  libopenmpi-dev openmpi-bin  # Open MPI: data-parallel lpattn train and sweep under mpirun
   python3 python3-matplotlib
 )
 # npm fetches the corpus; a Node.js that ships its own npm (NodeSource) conflicts with Debian's.

@@ -191,7 +191,8 @@ CLI::App* AddTrain(CLI::App& app, TrainOptions& options) {
   return train;
 }
 
-int RunTrain(const TrainOptions& options) {
+// The run's config: the preset (or, resuming, the run's config.json) with the flags applied.
+TrainConfig TrainCommandConfig(const TrainOptions& options) {
   if (fs::exists(fs::path(options.out) / "sweep.json")) {
     throw std::invalid_argument(options.out + " is a sweep directory; choose another --out");
   }
@@ -203,17 +204,37 @@ int RunTrain(const TrainOptions& options) {
   } else {
     base = harness::PresetConfig(options.config.preset);
   }
-  const TrainConfig config = BuildConfig(options.config, base);
+  TrainConfig config = BuildConfig(options.config, base);
   CheckArm(config.arm);
+  return config;
+}
+
+int RunTrain(const TrainOptions& options) {
+  // Under mpirun, rank 0 reads the run directory and sends the config to the others, so every
+  // rank trains the same model even where only rank 0 sees the directory.
+  const harness::Ranks& ranks = harness::Ranks::World();
+  TrainConfig config;
+  ranks.Agree([&] {
+    if (ranks.leader()) config = TrainCommandConfig(options);
+  });
+  if (ranks.size() > 1) {
+    const std::string text = ranks.leader() ? nlohmann::json(config).dump() : std::string();
+    std::vector<char> bytes(text.begin(), text.end());
+    ranks.Broadcast(bytes);
+    config = nlohmann::json::parse(bytes.begin(), bytes.end()).get<TrainConfig>();
+  }
 
   harness::RunSummary summary;
   {
     ProgressLine line;
-    summary = harness::TrainRun(config, options.out, options.resume, line.Fn());
+    summary = harness::TrainRun(config, options.out, options.resume,
+                                ranks.leader() ? line.Fn() : harness::ProgressFn(), ranks);
   }
-  std::printf("run             %s (preset %s, arm %s, seed %llu)\n", options.out.c_str(),
+  if (!ranks.leader()) return 0;
+  std::printf("run             %s (preset %s, arm %s, seed %llu%s)\n", options.out.c_str(),
               config.preset.c_str(), config.arm.c_str(),
-              static_cast<unsigned long long>(config.seed));
+              static_cast<unsigned long long>(config.seed),
+              ranks.size() > 1 ? (", " + std::to_string(ranks.size()) + " ranks").c_str() : "");
   std::printf("final val loss  %.4f (train %.4f)\n", summary.final_val_loss,
               summary.final_train_loss);
   std::printf("tokens/s        %s\n", harness::FormatRate(summary.tokens_per_s).c_str());
@@ -384,11 +405,14 @@ int RunSweep(const SweepOptions& options) {
   }
   for (const std::string& arm : arms) CheckArm(arm);
   const TrainConfig base = BuildConfig(options.config, harness::PresetConfig(preset));
+  const harness::Ranks& ranks = harness::Ranks::World();
   {
-    ProgressLine line;
-    harness::RunSweep(base, arms, seeds, options.out, line.Fn(), PrintSweepRun, extras);
+    ProgressLine line;  // each rank's progress line would overwrite the others': rank 0's only
+    harness::RunSweep(base, arms, seeds, options.out,
+                      ranks.leader() ? line.Fn() : harness::ProgressFn(), PrintSweepRun, extras,
+                      ranks);
   }
-  PrintReport(options.out);
+  if (ranks.leader()) PrintReport(options.out);
   return 0;
 }
 

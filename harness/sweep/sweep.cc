@@ -242,82 +242,90 @@ std::string SwapFileName(const std::string& with) { return "eval-" + ArmDirName(
 
 void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
               const std::vector<uint64_t>& seeds, const std::string& out_dir,
-              const ProgressFn& progress, const SweepRunFn& on_run,
-              const SweepExtras& extras) {
-  if (arms.empty()) throw std::invalid_argument("sweep: no arms given");
-  if (seeds.empty()) throw std::invalid_argument("sweep: no seeds given");
-  RejectDuplicates(arms, "arm");
-  RejectDuplicates(seeds, "seed");
-  for (const std::string& arm : arms) {
-    TrainConfig config = base;
-    config.arm = arm;
-    ValidateConfig(config);
-  }
-
+              const ProgressFn& progress, const SweepRunFn& on_run, const SweepExtras& extras,
+              const Ranks& ranks) {
   const fs::path dir(out_dir);
   const fs::path manifest = dir / "sweep.json";
   std::vector<std::string> all_arms = arms;
   std::vector<uint64_t> all_seeds = seeds;
   SweepExtras all_extras = extras;
-  if (!fs::exists(manifest) && fs::exists(dir / "config.json")) {
-    throw std::invalid_argument(out_dir +
-                                " holds a training run, not a sweep; choose another --out");
-  }
-  if (fs::exists(manifest)) {
-    const json existing = ReadJson(manifest);
-    const std::string difference =
-        FirstDifference(SweepConfigJson(base), existing.at("config"));
-    if (!difference.empty()) {
-      throw std::invalid_argument("sweep directory " + out_dir +
-                                  " holds a sweep of a different config (" + difference +
-                                  "); choose another --out");
+  ranks.Agree([&] {
+    if (arms.empty()) throw std::invalid_argument("sweep: no arms given");
+    if (seeds.empty()) throw std::invalid_argument("sweep: no seeds given");
+    RejectDuplicates(arms, "arm");
+    RejectDuplicates(seeds, "seed");
+    for (const std::string& arm : arms) {
+      TrainConfig config = base;
+      config.arm = arm;
+      ValidateConfig(config);
     }
-    all_arms = Union(existing.at("arms").get<std::vector<std::string>>(), arms);
-    all_seeds = Union(existing.at("seeds").get<std::vector<uint64_t>>(), seeds);
-    all_extras = MergeExtras(ExtrasFromJson(existing), extras);
-  }
-  RejectDirCollisions(all_arms);
-  CheckSwaps(all_extras.swaps, all_arms, base.model);
+    if (!fs::exists(manifest) && fs::exists(dir / "config.json")) {
+      throw std::invalid_argument(out_dir +
+                                  " holds a training run, not a sweep; choose another --out");
+    }
+    if (fs::exists(manifest)) {
+      const json existing = ReadJson(manifest);
+      const std::string difference = FirstDifference(SweepConfigJson(base), existing.at("config"));
+      if (!difference.empty()) {
+        throw std::invalid_argument("sweep directory " + out_dir +
+                                    " holds a sweep of a different config (" + difference +
+                                    "); choose another --out");
+      }
+      all_arms = Union(existing.at("arms").get<std::vector<std::string>>(), arms);
+      all_seeds = Union(existing.at("seeds").get<std::vector<uint64_t>>(), seeds);
+      all_extras = MergeExtras(ExtrasFromJson(existing), extras);
+    }
+    RejectDirCollisions(all_arms);
+    CheckSwaps(all_extras.swaps, all_arms, base.model);
+  });
 
-  fs::create_directories(dir);
-  json sweep = {{"arms", all_arms}, {"seeds", all_seeds}, {"config", SweepConfigJson(base)}};
-  AddExtrasToJson(all_extras, sweep);
-  WriteFileAtomically(manifest.string(), sweep.dump(2) + "\n");
+  ranks.Agree([&] {  // every rank has read sweep.json before rank 0 rewrites it
+    if (!ranks.leader()) return;
+    fs::create_directories(dir);
+    json sweep = {{"arms", all_arms}, {"seeds", all_seeds}, {"config", SweepConfigJson(base)}};
+    AddExtrasToJson(all_extras, sweep);
+    WriteFileAtomically(manifest.string(), sweep.dump(2) + "\n");
+  });
 
   const int count = int(arms.size() * seeds.size());
   int index = 0;
-  for (const std::string& arm : arms) {
-    for (const uint64_t seed : seeds) {
-      TrainConfig config = base;
-      config.arm = arm;
-      config.seed = seed;
-      const fs::path run = dir / RunDirName(arm, seed);
-      SweepRunInfo info{arm,   seed, run.string(), ++index, count, SweepRunInfo::Action::kTrain,
-                        ""};
-      if (fs::exists(run / "summary.json")) {
-        info.action = SweepRunInfo::Action::kSkip;
-        if (fs::exists(run / "config.json")) {
-          const std::string difference =
-              FirstDifference(json(config), ReadJson(run / "config.json"));
-          if (!difference.empty()) {
-            throw std::invalid_argument("run directory " + run.string() +
-                                        " holds a run of a different config (" + difference +
-                                        ")");
+  // Each rank trains its runs; a failure ends the sweep on every rank once all have finished.
+  ranks.Agree([&] {
+    for (const std::string& arm : arms) {
+      for (const uint64_t seed : seeds) {
+        if (index++ % ranks.size() != ranks.rank()) continue;
+        TrainConfig config = base;
+        config.arm = arm;
+        config.seed = seed;
+        const fs::path run = dir / RunDirName(arm, seed);
+        SweepRunInfo info{arm, seed, run.string(), index, count, SweepRunInfo::Action::kTrain, ""};
+        if (fs::exists(run / "summary.json")) {
+          info.action = SweepRunInfo::Action::kSkip;
+          if (fs::exists(run / "config.json")) {
+            const std::string difference =
+                FirstDifference(json(config), ReadJson(run / "config.json"));
+            if (!difference.empty()) {
+              throw std::invalid_argument("run directory " + run.string() +
+                                          " holds a run of a different config (" + difference +
+                                          ")");
+            }
           }
+        } else if (fs::exists(run / "checkpoint.bin")) {
+          info.action = SweepRunInfo::Action::kResume;
+        } else {
+          // Stopped before its first checkpoint: nothing to resume, so start it again.
+          fs::remove(run / "config.json");
+          fs::remove(run / "metrics.csv");
         }
-      } else if (fs::exists(run / "checkpoint.bin")) {
-        info.action = SweepRunInfo::Action::kResume;
-      } else {
-        // Stopped before its first checkpoint: nothing to resume, so start it again.
-        fs::remove(run / "config.json");
-        fs::remove(run / "metrics.csv");
+        if (on_run) on_run(info);
+        if (info.action == SweepRunInfo::Action::kSkip) continue;
+        TrainRun(config, run.string(), info.action == SweepRunInfo::Action::kResume, progress);
       }
-      if (on_run) on_run(info);
-      if (info.action == SweepRunInfo::Action::kSkip) continue;
-      TrainRun(config, run.string(), info.action == SweepRunInfo::Action::kResume, progress);
     }
-  }
-  RunEvalSwaps(dir, all_extras.swaps, all_seeds, on_run);
+  });
+  ranks.Agree([&] {
+    if (ranks.leader()) RunEvalSwaps(dir, all_extras.swaps, all_seeds, on_run);
+  });
 }
 
 std::string FormatRate(double per_second) {

@@ -78,10 +78,16 @@ using SweepRunFn = std::function<void(const SweepRunInfo&)>;
 // empty or duplicate arms or seeds, colliding directory names, an invalid config or a swap
 // whose trained arm is not in the sweep or whose arms are not swappable, before writing
 // anything.
+//
+// Over several ranks (docs/harness.md §3.7) every rank checks the sweep, rank 0 writes
+// sweep.json, and run i (0-based, arm-major) is trained by rank i mod P alone, with its own
+// threads; on_run and progress are called for the runs of the rank that calls. Rank 0 runs the
+// swaps once every rank has finished. The directory must be one every rank sees (a shared file
+// system across machines). A run's numbers do not depend on which rank or how many ranks ran it.
 void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
               const std::vector<uint64_t>& seeds, const std::string& out_dir,
               const ProgressFn& progress, const SweepRunFn& on_run = {},
-              const SweepExtras& extras = {});
+              const SweepExtras& extras = {}, const Ranks& ranks = Ranks::Self());
 
 // One seed of one arm.
 struct SeedRun {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +141,40 @@ nlohmann::json AttentionDiagnostics(Gpt& model, const TrainConfig& config,
           {"layers", layers}};
 }
 
+// LPATTN_FAIL_AT_STEP=<rank>:<step>: the step (0-based) at which that rank of the job (a sweep's
+// runs are one-process runs on the job's ranks) throws, or -1.
+int64_t InjectedFailureStep() {
+  const char* spec = std::getenv("LPATTN_FAIL_AT_STEP");
+  if (spec == nullptr) return -1;
+  int rank = -1;
+  long long step = -1;
+  if (std::sscanf(spec, "%d:%lld", &rank, &step) != 2 || rank < 0 || step < 0) {
+    throw std::invalid_argument(std::string("LPATTN_FAIL_AT_STEP is '") + spec +
+                                "'; write <rank>:<step>, e.g. 1:25");
+  }
+  return rank == Ranks::World().rank() ? int64_t(step) : -1;
+}
+
+// This rank's windows of a step's batch of B: [B r / P, B (r + 1) / P).
+struct BatchShare {
+  size_t first, count;
+};
+BatchShare ShareOf(size_t B, const Ranks& ranks) {
+  const size_t r = size_t(ranks.rank()), p = size_t(ranks.size());
+  return {B * r / p, B * (r + 1) / p - B * r / p};
+}
+
+// Sums the ranks' gradients and losses in rank order, each scaled by its share of the batch, so
+// that every rank holds the gradient and loss of the whole batch's mean loss.
+void SumOverRanks(const Ranks& ranks, double share, std::vector<float>& grads, double& loss) {
+  const float scale = float(share);
+  for (float& g : grads) g *= scale;
+  ranks.SumInRankOrder(grads);
+  std::vector<double> losses = {loss * share};
+  ranks.SumInRankOrder(losses);
+  loss = losses[0];
+}
+
 template <class Fn>
 auto InArena(int threads, const Fn& fn) {
   tbb::task_arena arena(threads > 0 ? threads : tbb::task_arena::automatic);
@@ -149,35 +184,58 @@ auto InArena(int threads, const Fn& fn) {
 }  // namespace
 
 RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool resume,
-                    const ProgressFn& progress) {
-  ValidateConfig(config);
+                    const ProgressFn& progress, const Ranks& ranks) {
   const fs::path dir(out_dir);
   const fs::path checkpoint_path = dir / "checkpoint.bin";
   CheckpointState state;
-  if (resume) {
-    state = ReadCheckpoint(checkpoint_path.string());
-    CheckResumable(config, state.config, checkpoint_path.string());
-  } else if (fs::exists(dir / "config.json") || fs::exists(checkpoint_path)) {
-    throw std::invalid_argument("run directory " + out_dir +
-                                " already holds a run (resume it, or choose another --out)");
-  }
-  const Corpus corpus = LoadCorpus(CorpusPath(config, ""), size_t(config.model.context));
+  Corpus corpus;
+  int64_t fail_at = -1;
+  ranks.Agree([&] {
+    ValidateConfig(config);
+    if (size_t(config.batch) < size_t(ranks.size())) {
+      throw std::invalid_argument("a batch of " + std::to_string(config.batch) +
+                                  " windows cannot be split over " +
+                                  std::to_string(ranks.size()) +
+                                  " ranks (each takes at least one window)");
+    }
+    fail_at = InjectedFailureStep();
+    if (ranks.leader()) {
+      if (resume) {
+        state = ReadCheckpoint(checkpoint_path.string());
+        CheckResumable(config, state.config, checkpoint_path.string());
+      } else if (fs::exists(dir / "config.json") || fs::exists(checkpoint_path)) {
+        throw std::invalid_argument("run directory " + out_dir +
+                                    " already holds a run (resume it, or choose another --out)");
+      }
+    }
+    corpus = LoadCorpus(CorpusPath(config, ""), size_t(config.model.context));
+  });
 
-  fs::create_directories(dir);
-  WriteFileAtomically((dir / "config.json").string(), nlohmann::json(config).dump(2) + "\n");
   std::vector<MetricsRow> rows;
-  if (resume) rows = ReadMetrics(dir / "metrics.csv", state.step);
+  if (ranks.leader()) {
+    fs::create_directories(dir);
+    WriteFileAtomically((dir / "config.json").string(), nlohmann::json(config).dump(2) + "\n");
+    if (resume) rows = ReadMetrics(dir / "metrics.csv", state.step);
+  }
 
   return InArena(config.threads, [&] {
     const size_t B = size_t(config.batch), T = size_t(config.model.context);
-    Gpt model(config.model, config.arm, B);
+    const BatchShare share = ShareOf(B, ranks);
+    // Rank 0 evaluates in batches of B, as one process does, so it holds activations for B.
+    Gpt model(config.model, config.arm, ranks.leader() ? B : share.count);
     AdamState adam;
     int64_t start = 0;
     if (resume) {
-      if (state.params.size() != model.params().size()) {
-        throw std::runtime_error("checkpoint " + checkpoint_path.string() +
-                                 " holds a different number of parameters");
-      }
+      ranks.Agree([&] {
+        if (ranks.leader() && state.params.size() != model.params().size()) {
+          throw std::runtime_error("checkpoint " + checkpoint_path.string() +
+                                   " holds a different number of parameters");
+        }
+      });
+      ranks.Broadcast(&state.step, sizeof(state.step));
+      ranks.Broadcast(state.params);
+      ranks.Broadcast(state.adam_m);
+      ranks.Broadcast(state.adam_v);
       model.params() = state.params;
       adam.m = state.adam_m;
       adam.v = state.adam_v;
@@ -186,21 +244,33 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
       model.InitParams(config.seed);
     }
 
-    std::vector<uint8_t> batch, inputs(B * T), targets(B * T);
+    std::vector<uint8_t> batch, inputs(share.count * T), targets(share.count * T);
+    std::vector<float> summed_grads;
     double train_sum = 0.0, train_seconds = 0.0, last_val = rows.empty() ? -1.0 : rows.back().val_loss;
     int train_count = 0;
     RunSummary summary;
     const auto run_start = Clock::now();
     for (int64_t step = start; step < config.steps; ++step) {
+      if (step == fail_at) {
+        throw std::runtime_error("failure injected at step " + std::to_string(step) +
+                                 " (LPATTN_FAIL_AT_STEP)");
+      }
       const auto step_start = Clock::now();
       TrainBatch(corpus.train, config.seed, uint64_t(step), B, T, batch);
-      for (size_t b = 0; b < B; ++b) {
-        std::copy_n(batch.begin() + long(b * (T + 1)), T, inputs.begin() + long(b * T));
-        std::copy_n(batch.begin() + long(b * (T + 1) + 1), T, targets.begin() + long(b * T));
+      for (size_t b = 0; b < share.count; ++b) {
+        const auto window = batch.begin() + long((share.first + b) * (T + 1));
+        std::copy_n(window, T, inputs.begin() + long(b * T));
+        std::copy_n(window + 1, T, targets.begin() + long(b * T));
       }
-      const float loss = model.Forward(inputs.data(), targets.data(), B);
+      double loss = model.Forward(inputs.data(), targets.data(), share.count);
       model.Backward();
-      AdamWStep(config, step, model.tensors(), model.grads(), model.params(), adam);
+      const std::vector<float>* grads = &model.grads();
+      if (ranks.size() > 1) {
+        summed_grads = model.grads();
+        SumOverRanks(ranks, double(share.count) / double(B), summed_grads, loss);
+        grads = &summed_grads;
+      }
+      AdamWStep(config, step, model.tensors(), *grads, model.params(), adam);
       train_seconds += std::chrono::duration<double>(Clock::now() - step_start).count();
       train_sum += loss;
       ++train_count;
@@ -208,31 +278,34 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
       const int64_t done = step + 1;
       const double tokens_per_s = double((done - start) * int64_t(B * T)) / train_seconds;
       const bool last = done == config.steps;
-      if (done % config.eval_every == 0 || last) {
+      if ((done % config.eval_every == 0 || last) && ranks.leader()) {
         last_val = ValidationLoss(model, config, corpus.validation);
         rows.push_back({done, done * int64_t(B * T), train_sum / train_count, last_val,
                         LearningRate(config, step), tokens_per_s});
-        summary.final_train_loss = train_sum / train_count;
-        train_sum = 0.0;
-        train_count = 0;
         WriteFileAtomically((dir / "metrics.csv").string(), MetricsCsv(rows));
         if (done % config.checkpoint_every == 0 || last) {
           WriteCheckpoint(checkpoint_path.string(), {config, done, model.params(), adam.m, adam.v});
         }
       }
-      if (progress) {
+      if (done % config.eval_every == 0 || last) {
+        summary.final_train_loss = train_sum / train_count;
+        train_sum = 0.0;
+        train_count = 0;
+      }
+      if (progress && ranks.leader()) {
         const double elapsed = std::chrono::duration<double>(Clock::now() - run_start).count();
         progress({int(done), config.steps, loss, last_val, tokens_per_s,
                   elapsed / double(done - start) * double(config.steps - done)});
       }
       summary.tokens_per_s = tokens_per_s;
     }
+    summary.steps = config.steps;
+    summary.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
+    if (!ranks.leader()) return summary;  // the leader's summary has the losses
     WriteFileAtomically((dir / "attention.json").string(),
                         AttentionDiagnostics(model, config, corpus.validation).dump(2) + "\n");
-    summary.steps = config.steps;
     summary.final_val_loss = rows.empty() ? 0.0 : rows.back().val_loss;
     if (!rows.empty()) summary.final_train_loss = rows.back().train_loss;
-    summary.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
     nlohmann::json j = {{"final_val_loss", summary.final_val_loss},
                         {"final_train_loss", summary.final_train_loss},
                         {"tokens_per_s", summary.tokens_per_s},
@@ -241,7 +314,8 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
                         {"arm", config.arm},
                         {"preset", config.preset},
                         {"seed", config.seed},
-                        {"threads", config.threads}};
+                        {"threads", config.threads},
+                        {"ranks", ranks.size()}};
     WriteFileAtomically((dir / "summary.json").string(), j.dump(2) + "\n");
     return summary;
   });

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "harness/common/ranks.h"
 #include "harness/model/config.h"
 
 namespace lpattn::harness {
@@ -35,8 +36,16 @@ struct RunSummary {
 // out_dir/checkpoint.bin (whose config must match) and ends with the numbers an uninterrupted
 // run would have. Without resume, refuses an out_dir that already holds a run. Throws
 // std::invalid_argument / std::runtime_error with a clear message before writing anything.
+//
+// Over several ranks (docs/harness.md §3.7) the run is data-parallel: rank r takes windows
+// [B r / P, B (r + 1) / P) of every step's batch, the gradients (each scaled by its share of
+// the batch) are summed in rank order, and every rank takes the same AdamW step. Rank 0 reads
+// the checkpoint it resumes from (and sends it to the others), evaluates, and writes every file;
+// progress is reported there. The environment variable LPATTN_FAIL_AT_STEP=<rank>:<step> makes
+// that rank of the job (Ranks::World()) throw at the start of that step (0-based) of a run:
+// how the tests end a job mid-run.
 RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool resume,
-                    const ProgressFn& progress);
+                    const ProgressFn& progress, const Ranks& ranks = Ranks::Self());
 
 // Validation loss of a checkpoint on its config's data (or `data` if not empty), with the
 // attention arm it was trained with or, if `arm` is not empty, with that arm.
