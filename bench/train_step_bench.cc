@@ -1,5 +1,5 @@
 // Throughput of one training step of the harness's GPT (forward, backward, AdamW):
-//   train_step/<preset>/arm:<arm>/threads:<n>
+//   train_step/<preset>/arm:<arm>[/precision:bf16]/threads:<n>
 // Random byte tokens (speed does not depend on the text), the preset's batch and context, the
 // step run in a TBB arena of n threads as `lpattn train --threads n` runs it. Counters:
 // tokens_per_s, and GFLOPS / peak_frac for the model FLOPs of docs/performance.md (6 per
@@ -33,10 +33,12 @@ double StepFlops(const harness::TrainConfig& c) {
   return 6.0 * matrix_weights * tokens + attention;
 }
 
-void BM_TrainStep(benchmark::State& state, const std::string& preset, const std::string& arm) {
+void BM_TrainStep(benchmark::State& state, const std::string& preset, const std::string& arm,
+                  const std::string& precision) {
   const int threads = static_cast<int>(state.range(0));
   harness::TrainConfig config = harness::PresetConfig(preset);
   config.arm = arm;
+  config.precision = precision;
   const size_t B = size_t(config.batch), T = size_t(config.model.context);
   std::vector<uint8_t> inputs(B * T), targets(B * T);
   for (size_t i = 0; i < B * T; ++i) {
@@ -47,6 +49,7 @@ void BM_TrainStep(benchmark::State& state, const std::string& preset, const std:
   arena.execute([&] {
     try {
       harness::Gpt model(config.model, config.arm, B);
+      model.SetDenseFormat(harness::ParseDenseFormat(config.precision));
       model.InitParams(config.seed);
       harness::AdamState adam;
       int64_t step = 0;
@@ -68,19 +71,28 @@ void BM_TrainStep(benchmark::State& state, const std::string& preset, const std:
 }
 
 const bool kRegistered = [] {
-  for (const char* preset : {"tiny", "small"}) {
-    // exact, and exact with the low-precision backward (docs/math.md §4.2) on small.
-    for (const char* arm : {"exact", "exact+bwd=bf16", "exact+qk=bf16:pv=bf16:p=bf16:bwd=bf16"}) {
-      if (std::string(preset) == "tiny" && std::string(arm) != "exact") continue;
-      const std::string name = std::string("train_step/") + preset + "/arm:" + arm;
-      benchmark::RegisterBenchmark(name.c_str(), BM_TrainStep, std::string(preset),
-                                   std::string(arm))
-          ->ArgName("threads")
-          ->Arg(1)
-          ->Arg(2)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
-    }
+  // tiny and small in fp32; on small, exact with the low-precision backward (docs/math.md §4.2)
+  // and the whole model in bf16 mixed precision (docs/harness.md §1.1), with fp32 and with bf16
+  // attention.
+  struct Row {
+    const char *preset, *arm, *precision;
+  };
+  for (const Row& row : {Row{"tiny", "exact", "fp32"}, Row{"small", "exact", "fp32"},
+                         Row{"small", "exact+bwd=bf16", "fp32"},
+                         Row{"small", "exact+qk=bf16:pv=bf16:p=bf16:bwd=bf16", "fp32"},
+                         Row{"small", "exact", "bf16"},
+                         Row{"small", "exact+qk=bf16:pv=bf16:p=bf16:bwd=bf16", "bf16"}}) {
+    const std::string name = std::string("train_step/") + row.preset + "/arm:" + row.arm +
+                               (std::string(row.precision) == "fp32"
+                                    ? ""
+                                    : std::string("/precision:") + row.precision);
+    benchmark::RegisterBenchmark(name.c_str(), BM_TrainStep, std::string(row.preset),
+                                 std::string(row.arm), std::string(row.precision))
+        ->ArgName("threads")
+        ->Arg(1)
+        ->Arg(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   }
   return true;
 }();

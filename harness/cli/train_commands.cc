@@ -136,6 +136,10 @@ void AddConfigOptions(CLI::App* command, ConfigOptions& options) {
                      [](TrainConfig& c, float v) { c.beta2 = v; });
   AddOverride<float>(command, options, "--grad-clip", "global gradient-norm clip",
                      [](TrainConfig& c, float v) { c.grad_clip = v; });
+  AddOverride<std::string>(command, options, "--precision",
+                           "dense products' operands: fp32, or bf16 (mixed precision: bf16 "
+                           "operands, fp32 accumulation, master weights and optimizer state)",
+                           [](TrainConfig& c, const std::string& v) { c.precision = v; });
   AddOverride<int>(command, options, "--batch", "windows per step",
                    [](TrainConfig& c, int v) { c.batch = v; });
   AddOverride<int>(command, options, "--context", "tokens per window",

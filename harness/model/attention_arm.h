@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/model/config.h"
+#include "harness/model/dense_product.h"
 #include "kernels/precision.h"
 
 namespace lpattn::harness {
@@ -27,6 +28,7 @@ struct ArmParam {
 // Shapes of one attention call: B sequences of T tokens, C = n_head * head_dim channels.
 struct ArmShape {
   size_t B, T, C, n_head;
+  DenseFormat dense = DenseFormat::kFp32;  // the operands of the arm's own dense products
   size_t head_dim() const { return C / n_head; }
 };
 

@@ -1,6 +1,8 @@
 // Presets, validation and the strict JSON form of a run configuration (docs/harness.md §1, §3).
 #include "harness/model/config.h"
 
+#include "harness/model/dense_product.h"
+
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "harness/model/attention_arm.h"
+#include "harness/model/dense_product.h"
 #include "kernels/attention.h"
 
 namespace lpattn::harness {
@@ -264,6 +267,7 @@ void ValidateConfig(const TrainConfig& c) {
                                 std::to_string(c.eval_every) + ")");
   }
   CheckIntRange("threads", c.threads, 0, kMaxInt);
+  ParseDenseFormat(c.precision);  // throws, naming fp32 and bf16
 }
 
 void to_json(nlohmann::json& j, const ModelConfig& m) {
@@ -298,13 +302,17 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
                      {"checkpoint_every", c.checkpoint_every},
                      {"data", c.data},
                      {"threads", c.threads}};
+  // Written only when not fp32, so that the configs of earlier runs and sweeps (which have no
+  // such field) still compare equal to an fp32 config on resume.
+  if (c.precision != "fp32") j["precision"] = c.precision;
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
   const StrictObject o(j, "config",
                        {"preset", "arm", "model", "seed", "batch", "steps", "lr", "warmup_steps",
                         "min_lr_fraction", "weight_decay", "beta1", "beta2", "eps", "grad_clip",
-                        "eval_every", "eval_windows", "checkpoint_every", "data", "threads"});
+                        "eval_every", "eval_windows", "checkpoint_every", "data", "threads",
+                        "precision"});
   TrainConfig out;
   out.preset = o.String("preset");
   out.arm = o.String("arm");
@@ -325,6 +333,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   out.checkpoint_every = o.Int("checkpoint_every");
   out.data = o.String("data");
   out.threads = o.Int("threads");
+  if (j.contains("precision")) out.precision = o.String("precision");  // absent: fp32
   c = std::move(out);
 }
 

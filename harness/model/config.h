@@ -35,6 +35,9 @@ struct TrainConfig {
   int eval_windows = 64;        // fixed validation windows (evenly spaced; no seed)
   int checkpoint_every = 100;   // steps between checkpoints (and the last step)
   std::string data;             // corpus file; empty: the default Brown corpus cache
+  // The dense products' operands: "fp32", or "bf16" (mixed precision: bf16 operands, fp32
+  // accumulation, master weights and optimizer state; docs/harness.md §1.1).
+  std::string precision = "fp32";
   int threads = 0;              // 0: TBB's default
 };
 

@@ -4,6 +4,8 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 
+#include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -29,6 +31,29 @@ const char* IsaName(dnnl_cpu_isa_t isa) {
 }
 
 }  // namespace
+
+DenseFormat ParseDenseFormat(const std::string& name) {
+  if (name == "fp32") return DenseFormat::kFp32;
+  if (name == "bf16") return DenseFormat::kBf16;
+  throw std::invalid_argument("precision '" + name + "': the dense products take fp32 or bf16");
+}
+
+const char* DenseFormatName(DenseFormat format) {
+  return format == DenseFormat::kBf16 ? "bf16" : "fp32";
+}
+
+// Round to nearest even on the upper 16 bits: add 0x7FFF plus the lowest kept bit, then clear
+// the low half. A NaN is kept quiet instead (the carry could turn it into an infinity).
+void RoundToBf16(const float* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, in + i, sizeof(bits));
+    const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
+    const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
+    bits = nan ? (bits | 0x00400000u) & 0xFFFF0000u : rounded;
+    std::memcpy(out + i, &bits, sizeof(bits));
+  }
+}
 
 void Sgemm(Trans trans_a, Trans trans_b, size_t m, size_t n, size_t k, const float* a, size_t lda,
            const float* b, size_t ldb, float beta, float* c, size_t ldc) {

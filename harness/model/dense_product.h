@@ -11,6 +11,20 @@ namespace lpattn::harness {
 
 enum class Trans { kNo, kYes };
 
+// The operands of a dense product: fp32, or bf16 (mixed precision: both operands rounded to the
+// nearest bf16, ties to even, the products accumulated in fp32; master weights, gradients,
+// optimizer state and every reduction stay fp32). bf16 keeps fp32's exponent range, so no loss
+// scaling is needed.
+enum class DenseFormat { kFp32, kBf16 };
+
+// "fp32" or "bf16"; throws std::invalid_argument naming the two for anything else.
+DenseFormat ParseDenseFormat(const std::string& name);
+const char* DenseFormatName(DenseFormat format);
+
+// out[i] = in[i] rounded to the nearest bf16 (ties to even), kept as an fp32 value; infinities
+// stay, NaN stays NaN. in and out may be the same array.
+void RoundToBf16(const float* in, float* out, size_t n);
+
 // C[m,n] = op(A)[m,k] op(B)[k,n] + beta C, row-major, in the calling thread. Throws
 // std::runtime_error if oneDNN refuses the call.
 void Sgemm(Trans trans_a, Trans trans_b, size_t m, size_t n, size_t k, const float* a,

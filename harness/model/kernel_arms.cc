@@ -121,7 +121,7 @@ class ThresholdArm : public AttentionArm {
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float* x,
                float* act, float* out) const override {
     const Layout l = LayoutOf(s, params, act);
-    if (TwoViews()) MatmulForward(l.qk2, x, l.qk2_w, l.qk2_b, s.B * s.T, s.C, 2 * s.C);
+    if (TwoViews()) MatmulForward(l.qk2, x, l.qk2_w, l.qk2_b, s.B * s.T, s.C, 2 * s.C, s.dense);
     const std::vector<float> lambda(s.n_head, TwoViews() ? *l.lambda : 0.0f);
     ThresholdForwardArgs args;
     SetViews(s, qkv, l.qk2, args);
@@ -155,7 +155,8 @@ class ThresholdArm : public AttentionArm {
     ThresholdBackward(KernelShape(s), Options(), options_, args);
     if (!TwoViews()) return;
     for (const float g : d_lambda) *d.lambda += g;  // one lambda shared by the layer's heads
-    MatmulBackward(dx, d.qk2_w, d.qk2_b, dqk2.data(), x, l.qk2_w, s.B * s.T, s.C, 2 * s.C);
+    MatmulBackward(dx, d.qk2_w, d.qk2_b, dqk2.data(), x, l.qk2_w, s.B * s.T, s.C, 2 * s.C,
+                   Write::kAccumulate, s.dense);
   }
 
  private:

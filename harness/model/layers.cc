@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <vector>
 
 namespace lpattn::harness {
 namespace {
@@ -42,6 +43,19 @@ void ForBlocks(size_t n, size_t block, const Body& body) {
 }
 
 constexpr float kLayerNormEps = 1e-5f;
+
+// A copy of n values rounded to bf16, in this thread's scratch slot `slot` (0-2: the operands of
+// one matmul call), rounded in parallel blocks.
+const float* RoundedBf16Copy(int slot, const float* values, size_t n) {
+  thread_local std::vector<float> scratch[3];
+  std::vector<float>& copy = scratch[slot];
+  if (copy.size() < n) copy.resize(n);
+  float* out = copy.data();
+  ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
+    RoundToBf16(values + i0, out + i0, i1 - i0);
+  });
+  return out;
+}
 
 }  // namespace
 
@@ -108,7 +122,11 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 
 // out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of kRowBlock rows.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
-                   size_t C, size_t OC) {
+                   size_t C, size_t OC, DenseFormat format) {
+  if (format == DenseFormat::kBf16) {
+    inp = RoundedBf16Copy(0, inp, N * C);
+    weight = RoundedBf16Copy(1, weight, OC * C);
+  }
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
     // The bias is written first and the product added to it (beta = 1): one pass over the
     // block's outputs instead of a zeroing pass and a bias pass.
@@ -125,7 +143,14 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
 // dinp += dout weight (blocks of rows); dweight += dout^T inp and dbias += column sums of dout
 // (blocks of output channels, each summing over all N rows in one call).
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, size_t N, size_t C, size_t OC, Write dinp_write) {
+                    const float* weight, size_t N, size_t C, size_t OC, Write dinp_write,
+                    DenseFormat format) {
+  const float* dout_bias = dout;  // dbias sums the fp32 gradient
+  if (format == DenseFormat::kBf16) {
+    dout = RoundedBf16Copy(0, dout, N * OC);
+    inp = RoundedBf16Copy(1, inp, N * C);
+    weight = RoundedBf16Copy(2, weight, OC * C);
+  }
   const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
     Sgemm(Trans::kNo, Trans::kNo, r1 - r0, C, OC, dout + r0 * OC, OC, weight, C, beta,
@@ -137,7 +162,7 @@ void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
     if (dbias == nullptr) return;
     double sums[kChannelBlock] = {};
     for (size_t r = 0; r < N; ++r) {
-      for (size_t o = o0; o < o1; ++o) sums[o - o0] += dout[r * OC + o];
+      for (size_t o = o0; o < o1; ++o) sums[o - o0] += dout_bias[r * OC + o];
     }
     for (size_t o = o0; o < o1; ++o) dbias[o] += static_cast<float>(sums[o - o0]);
   });

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "harness/model/dense_product.h"
+
 namespace lpattn::harness {
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
@@ -31,16 +33,20 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 
 // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC] (bias may be null), through oneDNN's
 // sgemm (dense_product.h), one call per fixed block of rows, the blocks run in parallel by TBB.
+// With DenseFormat::kBf16, inp and weight enter the product rounded to bf16 (the bias is
+// added in fp32).
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias,
-                   size_t N, size_t C, size_t OC);
+                   size_t N, size_t C, size_t OC, DenseFormat format = DenseFormat::kFp32);
 // How a backward function writes an input gradient.
 enum class Write { kAccumulate, kOverwrite };
 
 // dinp += dout weight (or = with kOverwrite); dweight += dout^T inp; dbias += column sums of
-// dout (dbias may be null).
+// dout (dbias may be null). With DenseFormat::kBf16, dout, inp and weight enter both products
+// rounded to bf16; dbias sums dout in fp32.
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout,
                     const float* inp, const float* weight, size_t N, size_t C, size_t OC,
-                    Write dinp_write = Write::kAccumulate);
+                    Write dinp_write = Write::kAccumulate,
+                    DenseFormat format = DenseFormat::kFp32);
 
 // tanh-approximation GELU, elementwise over n values.
 void GeluForward(float* out, const float* inp, size_t n);

@@ -50,6 +50,10 @@ class Gpt {
   const AttentionArm& arm() const { return *arm_; }
   // Replaces the arm (the evaluation swap); the new arm must need the same parameters.
   void SetArm(const std::string& arm);
+  // The operands of every dense product (projections, the head, and an arm's own products):
+  // fp32 (the default) or bf16 with fp32 accumulation (docs/harness.md §1.1).
+  void SetDenseFormat(DenseFormat format) { dense_ = format; }
+  DenseFormat dense_format() const { return dense_; }
 
  private:
   // Offsets of one block's parameters (in params_ and grads_) and activations (in acts_, and
@@ -63,6 +67,7 @@ class Gpt {
   void Layout(size_t max_batch);
 
   ModelConfig model_;
+  DenseFormat dense_ = DenseFormat::kFp32;
   std::unique_ptr<AttentionArm> arm_;
   std::vector<ParamTensor> tensors_;
   std::vector<float> params_, grads_;

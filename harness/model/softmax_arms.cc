@@ -225,7 +225,7 @@ class OutputGateArm : public AttentionArm {
     float* attn = act + inner_.ActivationFloats(s);
     float* gate = attn + n;
     inner_.Forward(s, nullptr, qkv, x, act, attn);
-    MatmulForward(gate, x, params, params + s.C * s.C, s.B * s.T, s.C, s.C);
+    MatmulForward(gate, x, params, params + s.C * s.C, s.B * s.T, s.C, s.C, s.dense);
     SigmoidGateForward(out, attn, gate, n);
   }
 
@@ -238,7 +238,7 @@ class OutputGateArm : public AttentionArm {
     std::vector<float> dattn(n, 0.0f), dgate(n, 0.0f);
     SigmoidGateBackward(dattn.data(), dgate.data(), dout, attn, gate, n);
     MatmulBackward(dx, dparams, dparams + s.C * s.C, dgate.data(), x, params, s.B * s.T, s.C,
-                   s.C);
+                   s.C, Write::kAccumulate, s.dense);
     inner_.Backward(s, nullptr, nullptr, qkv, x, act, attn, dattn.data(), dqkv, dx);
   }
 

@@ -223,6 +223,7 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
     const BatchShare share = ShareOf(B, ranks);
     // Rank 0 evaluates in batches of B, as one process does, so it holds activations for B.
     Gpt model(config.model, config.arm, ranks.leader() ? B : share.count);
+    model.SetDenseFormat(ParseDenseFormat(config.precision));
     AdamState adam;
     int64_t start = 0;
     if (resume) {
@@ -332,6 +333,7 @@ Gpt LoadModel(const std::string& checkpoint_path, const CheckpointState& state,
                              " holds a different number of parameters than its config");
   }
   model.params() = state.params;
+  model.SetDenseFormat(ParseDenseFormat(state.config.precision));
   if (!arm.empty()) model.SetArm(arm);
   return model;
 }

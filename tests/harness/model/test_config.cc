@@ -48,6 +48,7 @@ void ExpectSameConfig(const TrainConfig& a, const TrainConfig& b) {
   EXPECT_EQ(bits(a.grad_clip), bits(b.grad_clip));
   EXPECT_EQ(a.eval_every, b.eval_every);
   EXPECT_EQ(a.eval_windows, b.eval_windows);
+  EXPECT_EQ(a.precision, b.precision);
   EXPECT_EQ(a.checkpoint_every, b.checkpoint_every);
   EXPECT_EQ(a.data, b.data);
   EXPECT_EQ(a.threads, b.threads);
@@ -76,6 +77,7 @@ TrainConfig NonDefaultConfig() {
   c.checkpoint_every = 21;
   c.data = "/data/corpus \"quoted\" \xc3\xa9.txt";
   c.threads = 2;
+  c.precision = "bf16";
   return c;
 }
 
@@ -283,6 +285,22 @@ TEST(ConfigJson, RoundTripsEveryField) {
   ExpectSameConfig(original, FromJsonText(j.dump(2)));
   // And through nlohmann's own conversions, which find these functions by ADL.
   ExpectSameConfig(original, json(original).get<TrainConfig>());
+}
+
+// The dense products' precision: bf16 is written and read back; fp32, the default, is not
+// written, so a config from before the field existed reads as fp32 and compares equal.
+TEST(ConfigJson, PrecisionIsWrittenOnlyWhenNotFp32) {
+  TrainConfig c = PresetConfig("small");
+  EXPECT_FALSE(json(c).contains("precision"));
+  EXPECT_EQ(json(c).get<TrainConfig>().precision, "fp32");
+  c.precision = "bf16";
+  EXPECT_EQ(json(c).at("precision"), "bf16");
+  EXPECT_EQ(json(c).get<TrainConfig>().precision, "bf16");
+  c.precision = "fp16";
+  const std::string message = InvalidArgumentMessage([&] { ValidateConfig(c); });
+  EXPECT_NE(message.find("precision 'fp16': the dense products take fp32 or bf16"),
+            std::string::npos)
+      << message;
 }
 
 TEST(ConfigJson, PresetsRoundTrip) {

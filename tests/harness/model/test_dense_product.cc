@@ -5,12 +5,17 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "harness/model/dense_product.h"
+#include "harness/model/layers.h"
+#include "quant/format.h"
 
 namespace lpattn::harness {
 namespace {
@@ -95,6 +100,96 @@ TEST(DenseProduct, InfoNamesTheLibraryAndItsInstructionSet) {
   EXPECT_EQ(info.rfind("oneDNN ", 0), 0u) << info;
   EXPECT_NE(info.find(" kernels"), std::string::npos) << info;
   EXPECT_EQ(info.find("baseline"), std::string::npos) << "oneDNN found no vector ISA: " << info;
+}
+
+float FromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+uint32_t Bits(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  return bits;
+}
+
+// Against the library's codec (quant/format.h) on every 2^16-th bit pattern plus the patterns
+// next to each bf16 boundary (ties, just below and above), with NaN, infinities and zeros.
+TEST(DenseProduct, RoundToBf16IsTheCodecsRounding) {
+  std::vector<float> values;
+  for (uint64_t high = 0; high <= 0xFFFF; ++high) {
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      values.push_back(FromBits(uint32_t(high << 16) | low));
+    }
+  }
+  std::vector<float> rounded(values.size());
+  RoundToBf16(values.data(), rounded.data(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    const float expected = quant::DecodeBf16(quant::EncodeBf16(values[i]));
+    if (std::isnan(values[i])) {
+      ASSERT_TRUE(std::isnan(rounded[i])) << std::hex << Bits(values[i]);
+      ASSERT_EQ(Bits(rounded[i]) & 0xFFFFu, 0u);
+      continue;
+    }
+    ASSERT_EQ(Bits(rounded[i]), Bits(expected)) << std::hex << Bits(values[i]);
+  }
+  // In place, as the harness may call it.
+  RoundToBf16(values.data(), values.data(), values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isnan(values[i])) ASSERT_EQ(Bits(values[i]), Bits(rounded[i]));
+  }
+}
+
+std::vector<float> Rounded(std::vector<float> values) {
+  RoundToBf16(values.data(), values.data(), values.size());
+  return values;
+}
+
+std::vector<float> Uniform(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = uniform(rng);
+  return v;
+}
+
+// bf16 mixed precision is exactly the fp32 products of the rounded operands: forward with the
+// fp32 bias; backward with dout, inp and weight rounded in both products, dbias from the fp32
+// dout. Shapes of 130 rows cross the layers' 64-row blocks.
+TEST(DenseProduct, Bf16MatmulsAreFp32MatmulsOfRoundedOperands) {
+  const size_t N = 130, C = 24, OC = 40;
+  const std::vector<float> inp = Uniform(N * C, 1), weight = Uniform(OC * C, 2),
+                           bias = Uniform(OC, 3), dout = Uniform(N * OC, 4);
+  std::vector<float> out(N * OC), expected_out(N * OC);
+  MatmulForward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC, DenseFormat::kBf16);
+  MatmulForward(expected_out.data(), Rounded(inp).data(), Rounded(weight).data(), bias.data(), N,
+                C, OC);
+  EXPECT_EQ(out, expected_out);
+  std::vector<float> fp32_out(N * OC);
+  MatmulForward(fp32_out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
+  EXPECT_NE(out, fp32_out);  // the format reached the product
+
+  std::vector<float> dinp(N * C, 0.5f), dweight(OC * C, 0.25f), dbias(OC, 0.125f);
+  std::vector<float> e_dinp = dinp, e_dweight = dweight, e_dbias = dbias;
+  MatmulBackward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                 weight.data(), N, C, OC, Write::kAccumulate, DenseFormat::kBf16);
+  std::vector<float> unused_dbias(OC, 0.125f);
+  MatmulBackward(e_dinp.data(), e_dweight.data(), unused_dbias.data(), Rounded(dout).data(),
+                 Rounded(inp).data(), Rounded(weight).data(), N, C, OC);
+  MatmulBackward(std::vector<float>(N * C).data(), std::vector<float>(OC * C).data(),
+                 e_dbias.data(), dout.data(), inp.data(), weight.data(), N, C, OC);
+  EXPECT_EQ(dinp, e_dinp);
+  EXPECT_EQ(dweight, e_dweight);
+  EXPECT_EQ(dbias, e_dbias);
+  EXPECT_NE(dbias, unused_dbias);  // dbias did not sum the rounded dout
+}
+
+TEST(DenseProduct, FormatNamesRoundTripAndOthersAreRefused) {
+  for (DenseFormat format : {DenseFormat::kFp32, DenseFormat::kBf16}) {
+    EXPECT_EQ(ParseDenseFormat(DenseFormatName(format)), format);
+  }
+  EXPECT_THROW(ParseDenseFormat("fp16"), std::invalid_argument);
+  EXPECT_THROW(ParseDenseFormat(""), std::invalid_argument);
 }
 
 }  // namespace

@@ -94,6 +94,28 @@ TEST(Trainer, ResumeEndsIdenticalToAnUninterruptedRun) {
             ReadCheckpoint(dir / "resumed/checkpoint.bin").params);
 }
 
+// bf16 mixed precision (docs/harness.md §1.1): the run learns like fp32 (the same windows and
+// initialisation; 150 steps end within 0.05 nats), is not fp32 (the format reaches the
+// products), is reproducible, and its checkpoint is evaluated in bf16 again.
+TEST(Trainer, Bf16MixedPrecisionLearnsLikeFp32) {
+  ScratchDir dir("lpattn-bf16");
+  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  c.steps = 150;
+  c.eval_every = 50;
+  c.checkpoint_every = 50;
+  c.lr = 3e-3f;
+  const RunSummary fp32 = TrainRun(c, dir / "fp32", false, nullptr);
+  c.precision = "bf16";
+  const RunSummary bf16 = TrainRun(c, dir / "bf16", false, nullptr);
+  const RunSummary again = TrainRun(c, dir / "bf16-again", false, nullptr);
+  EXPECT_LT(bf16.final_val_loss, 0.55 * std::log(256.0));
+  EXPECT_NEAR(bf16.final_val_loss, fp32.final_val_loss, 0.05);
+  EXPECT_NE(bf16.final_val_loss, fp32.final_val_loss);
+  EXPECT_EQ(LossColumns(dir / "bf16"), LossColumns(dir / "bf16-again"));
+  EXPECT_EQ(ReadCheckpoint(dir / "bf16/checkpoint.bin").config.precision, "bf16");
+  EXPECT_EQ(EvaluateCheckpoint(dir / "bf16/checkpoint.bin", "", ""), bf16.final_val_loss);
+}
+
 TEST(Trainer, EvaluationSwap) {
   ScratchDir dir("lpattn-swap");
   const TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
