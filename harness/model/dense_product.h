@@ -5,6 +5,7 @@
 #define LPATTN_HARNESS_MODEL_DENSE_PRODUCT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace lpattn::harness {
@@ -30,8 +31,21 @@ void RoundToBf16(const float* in, float* out, size_t n);
 void Sgemm(Trans trans_a, Trans trans_b, size_t m, size_t n, size_t k, const float* a,
            size_t lda, const float* b, size_t ldb, float beta, float* c, size_t ldc);
 
+// Whether this CPU multiplies bf16 operands natively: oneDNN has a bf16 matmul for it that is
+// not its reference code (AVX512_BF16 dot products or AMX tiles). Decided once per process.
+bool NativeBf16Products();
+
+// out[i] = the bf16 code of in[i] rounded to nearest even (the upper half of RoundToBf16's
+// result).
+void EncodeBf16Values(const float* in, uint16_t* out, size_t n);
+
+// As Sgemm, with A and B as bf16 codes and fp32 accumulation, through oneDNN's matmul (one
+// primitive per shape, cached per thread). Only where NativeBf16Products(); throws otherwise.
+void GemmBf16(Trans trans_a, Trans trans_b, size_t m, size_t n, size_t k, const uint16_t* a,
+              size_t lda, const uint16_t* b, size_t ldb, float beta, float* c, size_t ldc);
+
 // One line for `lpattn info`: the library, its version and the instruction set it runs on
-// this CPU, e.g. "oneDNN 2.6.3 sgemm, avx2 kernels".
+// this CPU, and how bf16 products run, e.g. "oneDNN 2.6.3 sgemm, avx2 kernels; bf16: ...".
 std::string DenseProductInfo();
 
 }  // namespace lpattn::harness

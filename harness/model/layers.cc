@@ -44,17 +44,45 @@ void ForBlocks(size_t n, size_t block, const Body& body) {
 
 constexpr float kLayerNormEps = 1e-5f;
 
-// A copy of n values rounded to bf16, in this thread's scratch slot `slot` (0-2: the operands of
-// one matmul call), rounded in parallel blocks.
-const float* RoundedBf16Copy(int slot, const float* values, size_t n) {
-  thread_local std::vector<float> scratch[3];
-  std::vector<float>& copy = scratch[slot];
-  if (copy.size() < n) copy.resize(n);
-  float* out = copy.data();
-  ForBlocks(n, kElementBlock, [&](size_t i0, size_t i1) {
-    RoundToBf16(values + i0, out + i0, i1 - i0);
-  });
-  return out;
+// One operand of a layer's product as the product reads it: fp32 values (fp32 products, and
+// bf16 simulated on rounded copies) or bf16 codes (native bf16 products).
+struct Operand {
+  const float* values = nullptr;
+  const uint16_t* codes = nullptr;
+  Operand At(size_t offset) const {
+    return {values != nullptr ? values + offset : nullptr,
+            codes != nullptr ? codes + offset : nullptr};
+  }
+};
+
+// n values as a product in `format` reads them: as they are (fp32), as bf16 codes (native) or
+// rounded to bf16 (simulated), prepared in parallel blocks in this thread's scratch slot
+// `slot` (0-2: the operands of one matmul call).
+Operand Prepare(int slot, const float* values, size_t n, DenseFormat format) {
+  if (format == DenseFormat::kFp32) return {values, nullptr};
+  if (NativeBf16Products()) {
+    thread_local std::vector<uint16_t> codes[3];
+    if (codes[slot].size() < n) codes[slot].resize(n);
+    uint16_t* out = codes[slot].data();
+    ForBlocks(n, kElementBlock,
+              [&](size_t i0, size_t i1) { EncodeBf16Values(values + i0, out + i0, i1 - i0); });
+    return {nullptr, out};
+  }
+  thread_local std::vector<float> rounded[3];
+  if (rounded[slot].size() < n) rounded[slot].resize(n);
+  float* out = rounded[slot].data();
+  ForBlocks(n, kElementBlock,
+            [&](size_t i0, size_t i1) { RoundToBf16(values + i0, out + i0, i1 - i0); });
+  return {out, nullptr};
+}
+
+// C[m,n] = op(A) op(B) + beta C on prepared operands (both in the same form).
+void Product(Trans ta, Trans tb, size_t m, size_t n, size_t k, Operand a, size_t lda, Operand b,
+             size_t ldb, float beta, float* c, size_t ldc) {
+  if (a.codes != nullptr) {
+    return GemmBf16(ta, tb, m, n, k, a.codes, lda, b.codes, ldb, beta, c, ldc);
+  }
+  Sgemm(ta, tb, m, n, k, a.values, lda, b.values, ldb, beta, c, ldc);
 }
 
 }  // namespace
@@ -123,10 +151,7 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
 // out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of kRowBlock rows.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
                    size_t C, size_t OC, DenseFormat format) {
-  if (format == DenseFormat::kBf16) {
-    inp = RoundedBf16Copy(0, inp, N * C);
-    weight = RoundedBf16Copy(1, weight, OC * C);
-  }
+  const Operand a = Prepare(0, inp, N * C, format), w = Prepare(1, weight, OC * C, format);
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
     // The bias is written first and the product added to it (beta = 1): one pass over the
     // block's outputs instead of a zeroing pass and a bias pass.
@@ -135,8 +160,8 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
       for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
       beta = 1.0f;
     }
-    Sgemm(Trans::kNo, Trans::kYes, r1 - r0, OC, C, inp + r0 * C, C, weight, C, beta,
-          out + r0 * OC, OC);
+    Product(Trans::kNo, Trans::kYes, r1 - r0, OC, C, a.At(r0 * C), C, w, C, beta, out + r0 * OC,
+            OC);
   });
 }
 
@@ -145,24 +170,20 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, size_t N, size_t C, size_t OC, Write dinp_write,
                     DenseFormat format) {
-  const float* dout_bias = dout;  // dbias sums the fp32 gradient
-  if (format == DenseFormat::kBf16) {
-    dout = RoundedBf16Copy(0, dout, N * OC);
-    inp = RoundedBf16Copy(1, inp, N * C);
-    weight = RoundedBf16Copy(2, weight, OC * C);
-  }
+  const Operand g = Prepare(0, dout, N * OC, format), x = Prepare(1, inp, N * C, format),
+                w = Prepare(2, weight, OC * C, format);
   const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    Sgemm(Trans::kNo, Trans::kNo, r1 - r0, C, OC, dout + r0 * OC, OC, weight, C, beta,
-          dinp + r0 * C, C);
+    Product(Trans::kNo, Trans::kNo, r1 - r0, C, OC, g.At(r0 * OC), OC, w, C, beta, dinp + r0 * C,
+            C);
   });
   ForBlocks(OC, kChannelBlock, [&](size_t o0, size_t o1) {
-    Sgemm(Trans::kYes, Trans::kNo, o1 - o0, C, N, dout + o0, OC, inp, C, 1.0f, dweight + o0 * C,
-          C);
+    Product(Trans::kYes, Trans::kNo, o1 - o0, C, N, g.At(o0), OC, x, C, 1.0f, dweight + o0 * C,
+            C);
     if (dbias == nullptr) return;
     double sums[kChannelBlock] = {};
     for (size_t r = 0; r < N; ++r) {
-      for (size_t o = o0; o < o1; ++o) sums[o - o0] += dout_bias[r * OC + o];
+      for (size_t o = o0; o < o1; ++o) sums[o - o0] += dout[r * OC + o];  // the fp32 gradient
     }
     for (size_t o = o0; o < o1; ++o) dbias[o] += static_cast<float>(sums[o - o0]);
   });

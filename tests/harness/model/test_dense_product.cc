@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -153,9 +154,23 @@ std::vector<float> Uniform(size_t n, uint32_t seed) {
   return v;
 }
 
-// bf16 mixed precision is exactly the fp32 products of the rounded operands: forward with the
-// fp32 bias; backward with dout, inp and weight rounded in both products, dbias from the fp32
-// dout. Shapes of 130 rows cross the layers' 64-row blocks.
+// Equal bits where bf16 is simulated (the same fp32 products of the same rounded operands);
+// within fp32 accumulation error of k terms where the CPU's bf16 units sum them in their order.
+void ExpectSameProducts(const std::vector<float>& got, const std::vector<float>& simulated,
+                        size_t k) {
+  if (!NativeBf16Products()) {
+    EXPECT_EQ(got, simulated);
+    return;
+  }
+  ASSERT_EQ(got.size(), simulated.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], simulated[i], double(k) * 1.2e-7 * (1.0 + std::fabs(simulated[i]))) << i;
+  }
+}
+
+// bf16 mixed precision is the fp32 products of the rounded operands: forward with the fp32
+// bias; backward with dout, inp and weight rounded in both products, dbias from the fp32 dout.
+// Shapes of 130 rows cross the layers' 64-row blocks.
 TEST(DenseProduct, Bf16MatmulsAreFp32MatmulsOfRoundedOperands) {
   const size_t N = 130, C = 24, OC = 40;
   const std::vector<float> inp = Uniform(N * C, 1), weight = Uniform(OC * C, 2),
@@ -164,7 +179,7 @@ TEST(DenseProduct, Bf16MatmulsAreFp32MatmulsOfRoundedOperands) {
   MatmulForward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC, DenseFormat::kBf16);
   MatmulForward(expected_out.data(), Rounded(inp).data(), Rounded(weight).data(), bias.data(), N,
                 C, OC);
-  EXPECT_EQ(out, expected_out);
+  ExpectSameProducts(out, expected_out, C);
   std::vector<float> fp32_out(N * OC);
   MatmulForward(fp32_out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
   EXPECT_NE(out, fp32_out);  // the format reached the product
@@ -178,10 +193,48 @@ TEST(DenseProduct, Bf16MatmulsAreFp32MatmulsOfRoundedOperands) {
                  Rounded(inp).data(), Rounded(weight).data(), N, C, OC);
   MatmulBackward(std::vector<float>(N * C).data(), std::vector<float>(OC * C).data(),
                  e_dbias.data(), dout.data(), inp.data(), weight.data(), N, C, OC);
-  EXPECT_EQ(dinp, e_dinp);
-  EXPECT_EQ(dweight, e_dweight);
+  ExpectSameProducts(dinp, e_dinp, OC);
+  ExpectSameProducts(dweight, e_dweight, N);
   EXPECT_EQ(dbias, e_dbias);
   EXPECT_NE(dbias, unused_dbias);  // dbias did not sum the rounded dout
+}
+
+// The native bf16 products (oneDNN's matmul on AVX512_BF16 or AMX) against double sums of the
+// decoded codes, every transposition, strided, beta 0 and 1.
+TEST(DenseProduct, NativeBf16GemmMatchesDoubleSums) {
+  if (!NativeBf16Products()) {
+    uint16_t one = 0x3F80;
+    float c = 0.0f;
+    EXPECT_THROW(GemmBf16(Trans::kNo, Trans::kNo, 1, 1, 1, &one, 1, &one, 1, 0.0f, &c, 1),
+                 std::logic_error);
+    GTEST_SKIP() << "not run: this CPU has no native bf16 products (AVX512_BF16 or AMX); "
+                    "bf16 is simulated here, which Bf16MatmulsAreFp32MatmulsOfRoundedOperands tests";
+  }
+  for (Trans ta : {Trans::kNo, Trans::kYes}) {
+    for (Trans tb : {Trans::kNo, Trans::kYes}) {
+      for (float beta : {0.0f, 1.0f}) {
+        Operands o = MakeOperands(ta, tb, 37, 29, 67);
+        std::vector<uint16_t> a(o.a.size()), b(o.b.size());
+        EncodeBf16Values(o.a.data(), a.data(), a.size());
+        EncodeBf16Values(o.b.data(), b.data(), b.size());
+        o.a = Rounded(o.a);
+        o.b = Rounded(o.b);
+        const std::vector<float> c0 = o.c;
+        GemmBf16(ta, tb, o.m, o.n, o.k, a.data(), o.lda, b.data(), o.ldb, beta, o.c.data(), o.ldc);
+        for (size_t i = 0; i < o.m; ++i) {
+          for (size_t j = 0; j < o.n; ++j) {
+            double sum = beta * double(c0[i * o.ldc + j]), magnitude = std::fabs(sum);
+            for (size_t p = 0; p < o.k; ++p) {
+              sum += ElementA(o, i, p) * ElementB(o, p, j);
+              magnitude += std::fabs(ElementA(o, i, p) * ElementB(o, p, j));
+            }
+            ASSERT_NEAR(o.c[i * o.ldc + j], sum, 67 * 6e-8 * magnitude + 1e-6) << i << "," << j;
+          }
+          for (size_t j = o.n; j < o.ldc; ++j) ASSERT_EQ(o.c[i * o.ldc + j], c0[i * o.ldc + j]);
+        }
+      }
+    }
+  }
 }
 
 TEST(DenseProduct, FormatNamesRoundTripAndOthersAreRefused) {
