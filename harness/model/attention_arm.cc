@@ -24,7 +24,10 @@ std::vector<std::string> KnownArms() {
 }
 
 std::string AttentionArm::Name() const {
-  const std::string precision = FormatPrecision(precision_);
+  std::string precision = FormatPrecision(precision_);
+  if (dense_) {
+    precision += (precision.empty() ? "dense=" : ":dense=") + std::string(DenseFormatName(*dense_));
+  }
   return precision.empty() ? KernelName() : KernelName() + "+" + precision;
 }
 
@@ -123,8 +126,21 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
   }
   std::unique_ptr<AttentionArm> arm = MakeKernelArm(spec.substr(0, plus));
   try {
-    const Precision precision = ParsePrecision(spec.substr(plus + 1));
-    arm->SetPrecision(precision);
+    // dense=<fp32|bf16> is the harness's (the model's dense products, docs/harness.md §1.1);
+    // the other items are the kernels' operand precision.
+    std::string kernel_items;
+    size_t begin = plus + 1;
+    while (begin <= spec.size()) {
+      const size_t end = std::min(spec.find_first_of(",:", begin), spec.size());
+      const std::string item = spec.substr(begin, end - begin);
+      if (item.rfind("dense=", 0) == 0) {
+        arm->SetDenseFormat(ParseDenseFormat(item.substr(6)));
+      } else {
+        kernel_items += (kernel_items.empty() ? "" : ":") + item;
+      }
+      begin = end + 1;
+    }
+    if (!kernel_items.empty()) arm->SetPrecision(ParsePrecision(kernel_items));
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("attention arm '" + spec + "': " + e.what());
   }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,12 +49,17 @@ class AttentionArm {
  public:
   virtual ~AttentionArm() = default;
   // The arm's canonical spec: its kernel's name, then "+<precision>" (FormatPrecision) when
-  // its operands are low-precision.
+  // its operands are low-precision, with ":dense=<format>" (or "+dense=<format>") last when
+  // the spec set the dense products' format.
   std::string Name() const;
   virtual std::string KernelName() const = 0;
   // docs/math.md §4: the operand precision of every kernel call the arm makes (default fp32).
   virtual void SetPrecision(const Precision& precision) { precision_ = precision; }
   const Precision& precision() const { return precision_; }
+  // The model's dense products under this arm (docs/harness.md §1.1): the spec's `dense=`
+  // item, which overrides the run's --precision, or nullopt to keep the run's.
+  void SetDenseFormat(std::optional<DenseFormat> format) { dense_ = format; }
+  std::optional<DenseFormat> dense_format() const { return dense_; }
   virtual std::vector<ArmParam> LayerParams(const ModelConfig& model) const = 0;
   // Floats of per-layer activations the arm saves between Forward and Backward.
   virtual size_t ActivationFloats(const ArmShape& s) const = 0;
@@ -74,6 +80,7 @@ class AttentionArm {
 
  private:
   Precision precision_;
+  std::optional<DenseFormat> dense_;
 };
 
 // Parses an arm spec ("exact", "sink", "offbyone", "outgate", "kint:K=4,cal=window,...") into

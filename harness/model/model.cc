@@ -154,26 +154,27 @@ float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) 
   inputs_.assign(inputs, inputs + N);
   const float* P = params_.data();
   float* A = acts_.data();
-  const ArmShape shape{batch, T, C, size_t(model_.n_head), dense_};
+  const DenseFormat dense = arm_->dense_format().value_or(dense_);
+  const ArmShape shape{batch, T, C, size_t(model_.n_head), dense};
 
   EncoderForward(A + encoded_, inputs, P + wte_, P + wpe_, batch, T, C);
   const float* residual = A + encoded_;
   for (const Block& b : blocks_) {
     LayerNormForward(A + b.ln1, A + b.ln1_mean, A + b.ln1_rstd, residual, P + b.ln1w, P + b.ln1b, N, C);
-    MatmulForward(A + b.qkv, A + b.ln1, P + b.qkvw, P + b.qkvb, N, C, 3 * C, dense_);
+    MatmulForward(A + b.qkv, A + b.ln1, P + b.qkvw, P + b.qkvb, N, C, 3 * C, dense);
     arm_->Forward(shape, P + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty);
-    MatmulForward(A + b.attproj, A + b.atty, P + b.attprojw, P + b.attprojb, N, C, C, dense_);
+    MatmulForward(A + b.attproj, A + b.atty, P + b.attprojw, P + b.attprojb, N, C, C, dense);
     ResidualForward(A + b.res2, residual, A + b.attproj, N * C);
     LayerNormForward(A + b.ln2, A + b.ln2_mean, A + b.ln2_rstd, A + b.res2, P + b.ln2w, P + b.ln2b, N, C);
-    MatmulForward(A + b.fch, A + b.ln2, P + b.fcw, P + b.fcb, N, C, 4 * C, dense_);
+    MatmulForward(A + b.fch, A + b.ln2, P + b.fcw, P + b.fcb, N, C, 4 * C, dense);
     GeluForward(A + b.fch_gelu, A + b.fch, N * 4 * C);
     MatmulForward(A + b.fcproj, A + b.fch_gelu, P + b.fcprojw, P + b.fcprojb, N, 4 * C, C,
-                  dense_);
+                  dense);
     ResidualForward(A + b.res3, A + b.res2, A + b.fcproj, N * C);
     residual = A + b.res3;
   }
   LayerNormForward(A + lnf_, A + lnf_mean_, A + lnf_rstd_, residual, P + lnfw_, P + lnfb_, N, C);
-  MatmulForward(A + logits_, A + lnf_, P + wte_, nullptr, N, C, V, dense_);  // the tied head
+  MatmulForward(A + logits_, A + lnf_, P + wte_, nullptr, N, C, V, dense);  // the tied head
   if (targets == nullptr) {
     targets_.clear();
     return 0.0f;
@@ -186,7 +187,8 @@ void Gpt::Backward() {
   if (targets_.empty()) throw std::logic_error("Gpt::Backward needs a Forward with targets");
   const size_t C = size_t(model_.n_embd), T = size_t(model_.context), V = size_t(model_.vocab);
   const size_t N = batch_ * T;
-  const ArmShape shape{batch_, T, C, size_t(model_.n_head), dense_};
+  const DenseFormat dense = arm_->dense_format().value_or(dense_);
+  const ArmShape shape{batch_, T, C, size_t(model_.n_head), dense};
   const float* P = params_.data();
   const float* A = acts_.data();
   float* G = grads_.data();
@@ -204,7 +206,7 @@ void Gpt::Backward() {
   CrossEntropyBackward(D + logits_, A + probs_, targets_.data(), N, V);
   const Block& last = blocks_.back();
   MatmulBackward(D + lnf_, G + wte_, nullptr, D + logits_, A + lnf_, P + wte_, N, C, V,
-                 Write::kOverwrite, dense_);
+                 Write::kOverwrite, dense);
   zero(last.res3);
   LayerNormBackward(D + last.res3, G + lnfw_, G + lnfb_, D + lnf_, A + last.res3, P + lnfw_,
                     A + lnf_mean_, A + lnf_rstd_, N, C);
@@ -213,20 +215,20 @@ void Gpt::Backward() {
     const size_t residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
     copy(b.res3, b.res2);
     MatmulBackward(D + b.fch_gelu, G + b.fcprojw, G + b.fcprojb, D + b.res3, A + b.fch_gelu,
-                   P + b.fcprojw, N, 4 * C, C, Write::kOverwrite, dense_);
+                   P + b.fcprojw, N, 4 * C, C, Write::kOverwrite, dense);
     GeluBackward(D + b.fch, A + b.fch, D + b.fch_gelu, N * 4 * C, Write::kOverwrite);
     MatmulBackward(D + b.ln2, G + b.fcw, G + b.fcb, D + b.fch, A + b.ln2, P + b.fcw, N, C, 4 * C,
-                   Write::kOverwrite, dense_);
+                   Write::kOverwrite, dense);
     LayerNormBackward(D + b.res2, G + b.ln2w, G + b.ln2b, D + b.ln2, A + b.res2, P + b.ln2w,
                       A + b.ln2_mean, A + b.ln2_rstd, N, C);
     copy(b.res2, residual);
     MatmulBackward(D + b.atty, G + b.attprojw, G + b.attprojb, D + b.res2, A + b.atty,
-                   P + b.attprojw, N, C, C, Write::kOverwrite, dense_);
+                   P + b.attprojw, N, C, C, Write::kOverwrite, dense);
     zero(b.ln1);  // the arm may add to it (outgate's gate reads ln1) before the qkv product
     arm_->Backward(shape, P + b.arm, G + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty,
                    D + b.atty, D + b.qkv, D + b.ln1);
     MatmulBackward(D + b.ln1, G + b.qkvw, G + b.qkvb, D + b.qkv, A + b.ln1, P + b.qkvw, N, C,
-                   3 * C, Write::kAccumulate, dense_);
+                   3 * C, Write::kAccumulate, dense);
     LayerNormBackward(D + residual, G + b.ln1w, G + b.ln1b, D + b.ln1, A + residual, P + b.ln1w,
                       A + b.ln1_mean, A + b.ln1_rstd, N, C);
   }

@@ -56,8 +56,8 @@ SweepPlan LowPrecisionPlan() {
   SweepPlan plan;
   plan.name = "lowp";
   plan.summary =
-      "exact attention at each operand precision and backward precision against fp32, 3 seeds, "
-      "small";
+      "exact attention at each operand precision and backward precision against fp32, and "
+      "each again with the whole model in bf16 mixed precision, 3 seeds, small";
   plan.preset = "small";
   plan.seeds = {1, 2, 3};
   plan.arms = {
@@ -76,6 +76,16 @@ SweepPlan LowPrecisionPlan() {
       {"exact+bwd=int8", ""},
       {"exact+bwd=int8:bwd_dp=int8", ""},
       {"exact+qk=bf16:pv=bf16:p=bf16:bwd=bf16", ""},
+      // The whole model in bf16 mixed precision (docs/harness.md §1.1) with each attention
+      // precision: the K-interval paper's premise, low-precision products around a softmax.
+      {"exact+dense=bf16", ""},
+      {"exact+qk=bf16:pv=bf16:dense=bf16", ""},
+      {"exact+qk=fp16:pv=fp16:dense=bf16", ""},
+      {"exact+qk=fp8e4m3:pv=fp8e4m3:dense=bf16", ""},
+      {"exact+qk=fp8e5m2:pv=fp8e5m2:dense=bf16", ""},
+      {"exact+qk=int8:pv=int8:dense=bf16", ""},
+      {"exact+qk=int8:pv=fp8e4m3:dense=bf16", ""},
+      {"exact+qk=bf16:pv=bf16:p=bf16:bwd=bf16:dense=bf16", ""},
   };
   plan.swaps = {{"exact", "exact+qk=int8:pv=int8", "post-training quantization"},
                 {"exact", "exact+qk=fp8e4m3:pv=fp8e4m3", "post-training quantization"}};

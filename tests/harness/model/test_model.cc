@@ -393,6 +393,39 @@ TEST(Model, LowPrecisionArms) {
   }
 }
 
+// The dense products' format (docs/harness.md §1.1): the run's (SetDenseFormat) unless the arm
+// names its own with dense=, which wins in either direction; it reaches outgate's own product.
+TEST(Model, ArmDenseItemOverridesTheRunsDenseFormat) {
+  const ModelConfig m = SmallModel();
+  const Batch batch = MakeBatch(2, size_t(m.context), 5);
+  const auto loss = [&](const std::string& arm, DenseFormat run) {
+    Gpt model(m, arm, 2);
+    model.InitParams(7);
+    model.SetDenseFormat(run);
+    return model.Forward(batch.inputs.data(), batch.targets.data(), 2);
+  };
+  for (const char* arm : {"exact", "outgate"}) {
+    SCOPED_TRACE(arm);
+    const std::string base(arm);
+    const float fp32 = loss(base, DenseFormat::kFp32), bf16 = loss(base, DenseFormat::kBf16);
+    EXPECT_NE(fp32, bf16);
+    EXPECT_NEAR(fp32, bf16, 0.02);
+    EXPECT_EQ(loss(base + "+dense=bf16", DenseFormat::kFp32), bf16);
+    EXPECT_EQ(loss(base + "+dense=fp32", DenseFormat::kBf16), fp32);
+  }
+  EXPECT_EQ(MakeArm("exact+qk=bf16,pv=bf16,dense=bf16")->Name(),
+            "exact+qk=bf16:pv=bf16:dense=bf16");
+  EXPECT_EQ(MakeArm("exact+dense=bf16")->precision().qk, MakeArm("exact")->precision().qk);
+  try {
+    MakeArm("exact+qk=int8:dense=fp16");
+    FAIL() << "no exception";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("precision 'fp16': the dense products take fp32 or bf16"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Model, InitIsDeterministic) {
   Gpt a(ModelConfig{}, "exact", 1), b(ModelConfig{}, "exact", 1);
   a.InitParams(3);

@@ -503,9 +503,25 @@ TEST(SweepPlans, LowPrecisionPlanIsExactAtEachPrecision) {
     const std::unique_ptr<AttentionArm> arm = MakeArm(a.arm);
     EXPECT_EQ(arm->KernelName(), "exact") << a.arm;
     EXPECT_EQ(arm->Name(), a.arm) << "not canonical";
-    precisions.insert(FormatPrecision(arm->precision()));
+    precisions.insert(a.arm.substr(std::min(a.arm.size(), a.arm.find('+'))));
   }
   EXPECT_EQ(precisions.size(), plan.arms.size());
+  // The whole model in bf16 (docs/harness.md §1.1) with each forward attention precision.
+  for (const PlannedArm& a : plan.arms) {
+    if (a.arm.find("bwd=") != std::string::npos && a.arm.find("p=bf16") == std::string::npos) {
+      continue;  // backward-only rows
+    }
+    if (a.arm.find("dense=") != std::string::npos || a.arm.find("gran=") != std::string::npos ||
+        a.arm.find("p=int8") != std::string::npos) {
+      continue;
+    }
+    const std::string bf16 =
+        a.arm == "exact" ? "exact+dense=bf16" : a.arm + ":dense=bf16";
+    EXPECT_TRUE(std::any_of(plan.arms.begin(), plan.arms.end(),
+                            [&](const PlannedArm& b) { return b.arm == bf16; }))
+        << bf16;
+    EXPECT_EQ(MakeArm(bf16)->dense_format(), DenseFormat::kBf16);
+  }
   for (const quant::Format f : quant::kAllFormats) {
     const std::string name = quant::FormatName(f);
     EXPECT_TRUE(std::any_of(plan.arms.begin(), plan.arms.end(), [&](const PlannedArm& a) {
