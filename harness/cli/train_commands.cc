@@ -404,7 +404,13 @@ int RunSweep(const SweepOptions& options) {
   }
   for (const std::string& list : options.arm_lists) {
     for (const std::string& arm : harness::SplitArmList(list)) {
-      if (std::find(arms.begin(), arms.end(), arm) == arms.end()) arms.push_back(arm);
+      if (std::find(arms.begin(), arms.end(), arm) != arms.end()) {
+        throw std::invalid_argument(
+            "sweep: arm '" + arm + "' is given twice" +
+            (options.plan.empty() ? std::string() : " (--plan " + options.plan + " has it)") +
+            "; give each arm once");
+      }
+      arms.push_back(arm);
     }
   }
   for (const std::string& arm : arms) CheckArm(arm);

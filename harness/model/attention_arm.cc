@@ -115,15 +115,25 @@ std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
                               "+<precision> such as exact+qk=int8,pv=fp8e4m3)");
 }
 
+// Where the precision items of an arm spec begin: after the first '+' whose piece (up to the
+// next '+') holds a key=value item. A kernel's own spec joins arm names with '+' (sink+normgate)
+// but never puts an '=' in such a piece, and its options (kint:K=4,...) come before any '+'.
+size_t PrecisionStart(const std::string& spec) {
+  for (size_t plus = spec.find('+'); plus != std::string::npos; plus = spec.find('+', plus + 1)) {
+    const size_t next = spec.find('+', plus + 1);
+    if (spec.substr(plus + 1, next - plus - 1).find('=') != std::string::npos) return plus;
+  }
+  return std::string::npos;
+}
+
 }  // namespace
 
 std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
-  // "+key=value..." after the kernel's own spec (whose '+' joins arm names, as in sink+normgate,
-  // never options) is the operand precision.
-  const size_t plus = spec.rfind('+');
-  if (plus == std::string::npos || spec.find('=', plus) == std::string::npos) {
-    return MakeKernelArm(spec);
-  }
+  // "+key=value..." after the kernel's own spec is the operand precision; its items may be
+  // separated by ',' or ':' (the canonical form), or by '+' as benchmark names write them
+  // (exact+qk=int8+pv=bf16).
+  const size_t plus = PrecisionStart(spec);
+  if (plus == std::string::npos) return MakeKernelArm(spec);
   std::unique_ptr<AttentionArm> arm = MakeKernelArm(spec.substr(0, plus));
   try {
     // dense=<fp32|bf16> is the harness's (the model's dense products, docs/harness.md §1.1);
@@ -131,7 +141,7 @@ std::unique_ptr<AttentionArm> MakeArm(const std::string& spec) {
     std::string kernel_items;
     size_t begin = plus + 1;
     while (begin <= spec.size()) {
-      const size_t end = std::min(spec.find_first_of(",:", begin), spec.size());
+      const size_t end = std::min(spec.find_first_of(",:+", begin), spec.size());
       const std::string item = spec.substr(begin, end - begin);
       if (item.rfind("dense=", 0) == 0) {
         arm->SetDenseFormat(ParseDenseFormat(item.substr(6)));

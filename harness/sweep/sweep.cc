@@ -20,6 +20,7 @@
 #include "harness/common/atomic_file.h"
 #include "harness/sweep/sweep_internal.h"
 #include "harness/train/checkpoint.h"
+#include "harness/train/data.h"
 
 namespace lpattn::harness {
 namespace fs = std::filesystem;
@@ -277,6 +278,8 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
     }
     RejectDirCollisions(all_arms);
     CheckSwaps(all_extras.swaps, all_arms, base.model);
+    // Every run reads the corpus: a missing or unreadable one fails here, before sweep.json.
+    LoadCorpus(base.data.empty() ? DefaultCorpusPath() : base.data, size_t(base.model.context));
   });
 
   ranks.Agree([&] {  // every rank has read sweep.json before rank 0 rewrites it

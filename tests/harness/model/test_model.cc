@@ -426,6 +426,18 @@ TEST(Model, ArmDenseItemOverridesTheRunsDenseFormat) {
   }
 }
 
+// Issue 20: precision items may be joined by '+' as benchmark names write them; the arm's
+// canonical name joins them with ':'. '+' between arm names stays the kernel's.
+TEST(Model, PrecisionItemsJoinedByPlusAreAccepted) {
+  EXPECT_EQ(MakeArm("exact+qk=int8+pv=bf16")->Name(), "exact+qk=int8:pv=bf16");
+  EXPECT_EQ(MakeArm("sink+normgate+qk=int8+pv=bf16")->Name(), "sink+normgate+qk=int8:pv=bf16");
+  EXPECT_EQ(MakeArm("sink+normgate")->Name(), "sink+normgate");
+  EXPECT_EQ(MakeArm("exact+qk=int8+pv=bf16+dense=bf16")->Name(),
+            "exact+qk=int8:pv=bf16:dense=bf16");
+  EXPECT_EQ(MakeArm("kint:K=4,cal=window+qk=int8")->precision().qk, quant::Format::kInt8);
+  EXPECT_THROW(MakeArm("exact+qk=int8+nonsense"), std::invalid_argument);
+}
+
 TEST(Model, InitIsDeterministic) {
   Gpt a(ModelConfig{}, "exact", 1), b(ModelConfig{}, "exact", 1);
   a.InitParams(3);

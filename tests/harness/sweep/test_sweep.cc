@@ -352,6 +352,16 @@ TEST(SweepRun, RejectsBadArmListsBeforeWriting) {
   EXPECT_FALSE(fs::exists(out + "/sweep.json"));
 }
 
+// Issue 20: a missing corpus used to fail only in the first run, after sweep.json was written.
+TEST(SweepRun, MissingCorpusFailsBeforeWriting) {
+  ScratchDir dir("sweep-no-corpus");
+  TrainConfig base = PresetConfig("tiny");
+  base.data = dir / "no-such-corpus.txt";
+  const std::string out = dir / "out";
+  EXPECT_THROW(RunSweep(base, {"exact"}, {1}, out, {}), std::runtime_error);
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(SweepRun, SkipsFinishedRunsAndResumesStoppedOnes) {
   ScratchDir dir("sweep-run");
   TrainConfig base = TinyTestConfig(WriteGeneratedCorpus(dir));
