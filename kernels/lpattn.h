@@ -73,9 +73,9 @@ typedef struct lpattn_options {
   /* Non-zero: causal, bottom-right aligned; key j is visible to query i iff
    * j <= i + (kv_len - q_len). */
   int causal;
-  /* Score scale. <= 0 or NaN means the kernel's default: 1 / sqrt(head_dim) for softmax and
-   * K-interval attention, 1 for thresholded attention (§3: scores are cosines); +inf is an
-   * invalid argument. */
+  /* Score scale. <= 0 means the kernel's default: 1 / sqrt(head_dim) for softmax and
+   * K-interval attention, 1 for thresholded attention (§3: scores are cosines); NaN and +inf
+   * are invalid arguments. */
   float scale;
   lpattn_sink_mode sink;
   /* [heads] sink logits; required with LPATTN_SINK_LEARNED, ignored otherwise. */

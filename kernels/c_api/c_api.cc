@@ -2,6 +2,7 @@
 // codes. No exception crosses the C boundary.
 #include "kernels/lpattn.h"
 
+#include <cmath>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -52,7 +53,13 @@ AttentionShape ToShape(const lpattn_shape& s) {
 AttentionOptions ToOptions(const lpattn_options& o) {
   AttentionOptions options;
   options.causal = o.causal != 0;
-  // <= 0 and NaN select the default; +inf is passed on so that validation rejects it.
+  // <= 0 selects the default; NaN is refused here, as the C++ API refuses it, and +inf is
+  // passed on so that validation rejects it.
+  if (std::isnan(o.scale)) {
+    throw std::invalid_argument(
+        "options.scale is NaN; pass a finite scale > 0, or 0 for the default (1 / sqrt(head_dim), "
+        "1 for thresholded attention)");
+  }
   if (o.scale > 0.0f) options.scale = o.scale;
   // Read as an integer: a C caller may pass any int, and loading an out-of-range value as the
   // enum type would be undefined behaviour in C++.

@@ -41,16 +41,21 @@ struct Grid {
     int k;
     double theta;
   };
+  // A NaN x (u or R not finite: inf - inf) stays in theta, with k = 0 so that no E is read
+  // out of bounds.
   Place Locate(double u) const {
     const double x = Coordinate(u);
-    const int k = std::min(int(std::floor(x)), K - 1);
+    const int k = std::isnan(x) ? 0 : std::min(int(std::floor(x)), K - 1);
     return {k, x - k};
   }
 };
 
-// w^ of one entry with grid coordinate u (inside or below the window).
+// w^ of one entry with grid coordinate u (inside or below the window). A NaN u (a NaN score,
+// or inf - inf where an infinite score is the row's max) stays NaN: below no window.
 double Reconstruct(const KIntervalOptions& o, const Grid& grid, double u) {
+  if (std::isnan(u)) return u;
   if (!grid.InWindow(u)) return 0.0;
+  if (std::isnan(grid.Coordinate(u))) return grid.Coordinate(u);  // -inf + inf on an infinite R
   if (o.rounding == KIntervalRounding::kNearest) {  // ties round up
     return grid.E[size_t(std::min(int(std::floor(grid.Coordinate(u) + 0.5)), grid.K))];
   }

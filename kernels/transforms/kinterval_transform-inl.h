@@ -222,7 +222,8 @@ struct KIntervalTransformT {
 
   // §2 weights: w^ = E_k (1 + theta (e^h - 1)) (lerp, the chord from E_k to E_{k+1} = E_k e^h)
   // or E_round(x) (nearest), E_k = exp(k h - R); 0 below the window and for masked keys;
-  // 1 on a degenerate row; NaN scores stay NaN. No rescaling: alpha = 1.
+  // 1 on a degenerate row; a NaN u = s - m (a NaN score, or an infinite score at an infinite
+  // max: inf - inf) stays NaN, never "below the window". No rescaling: alpha = 1.
   void WeighTile(float* HWY_RESTRICT scores, size_t nk, size_t columns,
                  const float* HWY_RESTRICT visible, bool all_visible, ForwardState& st,
                  float* HWY_RESTRICT alpha) const {
@@ -250,7 +251,7 @@ struct KIntervalTransformT {
         auto w = hn::IfThenElse(degenerate, one, Place(d, u, R, h, inv_h, growth).w);
         const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
         w = hn::IfThenElseZero(hn::And(seen, InWindow(d, u, R)), w);
-        w = hn::IfThenElse(hn::And(seen, hn::IsNaN(s)), s, w);
+        w = hn::IfThenElse(hn::And(seen, hn::IsNaN(u)), u, w);
         z = hn::Add(z, w);
         z_exact = hn::Add(z_exact, hn::IfThenElseZero(seen, ExpClamped(d, u)));
         hn::StoreU(w, d, s_ptr);
@@ -360,7 +361,7 @@ struct KIntervalTransformT {
     e.degenerate = hn::Eq(row[kR], hn::Zero(d));
     e.in_window = InWindow(d, e.u, row[kR]);
     e.w_hat = hn::IfThenElseZero(e.in_window, hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), e.at.w));
-    e.p = hn::IfThenElse(hn::IsNaN(s), s, hn::Mul(e.w_hat, row[kInvZ]));
+    e.p = hn::IfThenElse(hn::IsNaN(e.u), e.u, hn::Mul(e.w_hat, row[kInvZ]));
     e.d = hn::Mul(hn::Sub(dp, row[kDelta]), row[kInvZ]);
     return e;
   }

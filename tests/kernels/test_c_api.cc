@@ -414,17 +414,23 @@ TEST(CApi, LearnedSinkWithoutLogitsIsRejected) {
   ExpectRejected(p, p.Forward(), "sink");
 }
 
-TEST(CApi, InfiniteScaleIsRejected) {
-  Problem p(MakeShape(1, 1, 1, 2, 2, 4));
-  p.options.scale = std::numeric_limits<float>::infinity();
-  ExpectRejected(p, p.Forward(), "scale");
+// Infinite and NaN scales are rejected, as the C++ API rejects them (issue 20: a NaN used to
+// select the default silently).
+TEST(CApi, NonFiniteScaleIsRejected) {
+  for (float scale : {std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN(),
+                      -std::numeric_limits<float>::quiet_NaN()}) {
+    Problem p(MakeShape(1, 1, 1, 2, 2, 4));
+    p.options.scale = scale;
+    ExpectRejected(p, p.Forward(), "scale");
+  }
 }
 
-// NaN and non-positive scales select 1 / sqrt(head_dim), like an unset C++ scale.
-TEST(CApi, NonPositiveOrNanScaleMeansDefault) {
+// Non-positive scales select 1 / sqrt(head_dim), like an unset C++ scale.
+TEST(CApi, NonPositiveScaleMeansDefault) {
   Problem reference(MakeShape(1, 1, 1, 3, 5, 16));
   ASSERT_EQ(reference.Forward(), LPATTN_OK) << lpattn_last_error();
-  for (float scale : {-1.0f, std::numeric_limits<float>::quiet_NaN(),
+  for (float scale : {-1.0f, 0.0f, -std::numeric_limits<float>::infinity(),
                       1.0f / std::sqrt(16.0f)}) {
     Problem p(MakeShape(1, 1, 1, 3, 5, 16));
     p.options.scale = scale;

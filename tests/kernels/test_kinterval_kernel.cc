@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <functional>
 #include <random>
 #include <stdexcept>
@@ -293,6 +294,32 @@ TEST(KIntervalKernel, MatchesReferenceInDecode) {
   }
   ExpectBackwardMatchesReference({1, 8, 2, 1, 2000, 32}, true, Layout::kBHTD, "K=4");
   ExpectBackwardMatchesReference({1, 4, 2, 3, 1800, 16}, true, Layout::kBHTD, "K=4,ste=prob");
+}
+
+// Issue 20: a query row holding +inf makes its scores +-inf or NaN, its max +inf and u = s - m
+// NaN at the max. Every calibration must then give that row NaN (O and Z), as exact attention
+// does; cal=window used to take the NaN u for "below the window" and output zeros with Z = 0.
+TEST(KIntervalKernel, InfiniteQueryGivesNaNUnderEveryCalibration) {
+  for (const char* text : {"K=4,cal=window", "K=4", "K=4,cal=window,round=nearest,ste=weight"}) {
+    const KIntervalOptions kint = ParseKInterval(text);
+    AttentionCase c({1, 1, 1, 8, 8, 4}, true, SinkMode::kNone, Layout::kBHTD);
+    c.q.at(0, 0, 5, 2) = std::numeric_limits<float>::infinity();
+    const ReferenceKIntervalForwardResult ref =
+        ReferenceKIntervalForward(c.shape, c.options, kint, c.DenseInputs());
+    EXPECT_TRUE(std::isnan(ref.stats[5].Z)) << text << ": the reference";
+    for (const std::string& target : test::SupportedTargets()) {
+      const test::ScopedTarget pin(target);
+      const KIntervalRun run = RunKernel(c, kint, Layout::kBHTD);
+      const std::string where = std::string(text) + " on " + target;
+      EXPECT_TRUE(std::isnan(run.Z[5])) << where << ": Z = " << run.Z[5];
+      for (int64_t i = 0; i < 8; ++i) {
+        for (int64_t x = 0; x < 4; ++x) {
+          EXPECT_EQ(std::isnan(run.o.at(0, 0, i, x)), i == 5) << where << " row " << i;
+          EXPECT_EQ(std::isnan(ref.o[size_t(i * 4 + x)]), i == 5) << where << " reference row " << i;
+        }
+      }
+    }
+  }
 }
 
 TEST(KIntervalKernel, DecodeDoesNotDependOnTheThreadCount) {
