@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # llm.c's CPU trainer beside lpattn's training step, in one session (docs/performance.md §4):
 # builds bench/peers/llmc_train_step.c against an llm.c checkout (train_gpt2.c, as its Makefile
-# builds it: -Ofast -march=native -fopenmp) and runs it and lpattn_bench's train_step on the
+# builds it: -Ofast -march=native -fopenmp -DOMP) and runs it and lpattn_bench's train_step on the
 # `small` shape in interleaved rounds, both on THREADS threads. Not part of the build or tests.
 #   scripts/llmc_peer.sh BUILD_DIR LLMC_DIR [ROUNDS] [THREADS]
 # LLMC_DIR: a checkout of https://github.com/karpathy/llm.c (git clone; no other files needed).
@@ -19,7 +19,7 @@ source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [[ -e $llmc_dir/train_gpt2.c ]] || { echo "llmc_peer: no train_gpt2.c in $llmc_dir" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"${CC:-cc}" -Ofast -march=native -fopenmp -Wno-unused-result -I"$llmc_dir" \
+"${CC:-cc}" -Ofast -march=native -fopenmp -DOMP -Wno-unused-result -I"$llmc_dir" \
   "$source_dir/bench/peers/llmc_train_step.c" -lm -o "$work/llmc_train_step"
 
 lscpu | grep -E 'Model name' || true

@@ -37,13 +37,19 @@ std::string LossColumns(const std::string& run_dir) {
   return out;
 }
 
-TEST(Trainer, TinyRunLearnsAndWritesItsRunDirectory) {
-  ScratchDir dir("lpattn-train");
+// The tiny test config trained long enough to learn: 150 steps at rate 3e-3.
+TrainConfig LearningConfig(const ScratchDir& dir) {
   TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
   c.steps = 150;
   c.eval_every = 50;
   c.checkpoint_every = 50;
   c.lr = 3e-3f;
+  return c;
+}
+
+TEST(Trainer, TinyRunLearnsAndWritesItsRunDirectory) {
+  ScratchDir dir("lpattn-train");
+  const TrainConfig c = LearningConfig(dir);
   const RunSummary s = TrainRun(c, dir / "run", false, nullptr);
   // ln(256) = 5.55 nats is the uniform guess over bytes.
   EXPECT_LT(s.final_val_loss, 0.55 * std::log(256.0));
@@ -99,11 +105,7 @@ TEST(Trainer, ResumeEndsIdenticalToAnUninterruptedRun) {
 // products), is reproducible, and its checkpoint is evaluated in bf16 again.
 TEST(Trainer, Bf16MixedPrecisionLearnsLikeFp32) {
   ScratchDir dir("lpattn-bf16");
-  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
-  c.steps = 150;
-  c.eval_every = 50;
-  c.checkpoint_every = 50;
-  c.lr = 3e-3f;
+  TrainConfig c = LearningConfig(dir);
   const RunSummary fp32 = TrainRun(c, dir / "fp32", false, nullptr);
   c.precision = "bf16";
   const RunSummary bf16 = TrainRun(c, dir / "bf16", false, nullptr);
