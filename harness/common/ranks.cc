@@ -80,14 +80,6 @@ const Ranks& Ranks::Self() {
 
 const Ranks& Ranks::World() { return world != nullptr ? *world : Self(); }
 
-bool BuiltWithMpi() {
-#ifdef LPATTN_WITH_MPI
-  return true;
-#else
-  return false;
-#endif
-}
-
 void Ranks::SumInRankOrder(std::vector<float>& values) const {
 #ifdef LPATTN_WITH_MPI
   if (size_ > 1) SumSlices(values, rank_, size_);

@@ -63,9 +63,6 @@ class MpiSession {
   bool started_ = false;
 };
 
-// Whether this build can run data-parallel (was compiled against MPI).
-bool BuiltWithMpi();
-
 }  // namespace lpattn::harness
 
 #endif  // LPATTN_HARNESS_COMMON_RANKS_H_

@@ -154,7 +154,7 @@ float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) 
   inputs_.assign(inputs, inputs + N);
   const float* P = params_.data();
   float* A = acts_.data();
-  const DenseFormat dense = arm_->dense_format().value_or(dense_);
+  const DenseFormat dense = dense_format();
   const ArmShape shape{batch, T, C, size_t(model_.n_head), dense};
 
   EncoderForward(A + encoded_, inputs, P + wte_, P + wpe_, batch, T, C);
@@ -187,7 +187,7 @@ void Gpt::Backward() {
   if (targets_.empty()) throw std::logic_error("Gpt::Backward needs a Forward with targets");
   const size_t C = size_t(model_.n_embd), T = size_t(model_.context), V = size_t(model_.vocab);
   const size_t N = batch_ * T;
-  const DenseFormat dense = arm_->dense_format().value_or(dense_);
+  const DenseFormat dense = dense_format();
   const ArmShape shape{batch_, T, C, size_t(model_.n_head), dense};
   const float* P = params_.data();
   const float* A = acts_.data();

@@ -53,7 +53,8 @@ class Gpt {
   // The operands of every dense product (projections, the head, and an arm's own products):
   // fp32 (the default) or bf16 with fp32 accumulation (docs/harness.md §1.1).
   void SetDenseFormat(DenseFormat format) { dense_ = format; }
-  DenseFormat dense_format() const { return dense_; }
+  // The format in force: the arm's dense= item if it has one, else the one set here.
+  DenseFormat dense_format() const { return arm_->dense_format().value_or(dense_); }
 
  private:
   // Offsets of one block's parameters (in params_ and grads_) and activations (in acts_, and
