@@ -5,8 +5,8 @@ Usage: plot_run.py RUN_OR_SWEEP_DIR
 
 A run directory (it has metrics.csv): figures/loss.png, train and validation loss against step.
 A sweep directory (it has sweep.json): figures/loss_curves.png, validation loss against step, one
-colour per arm and one thin line per seed; and figures/gap.png, the mean gap to exact per arm
-(bars, sample-std error bars) with the per-seed gaps as points, from report.json (written by
+colour per arm and one thin line per seed; and figures/gap.png, the mean gap to the reference arm
+(bars, 95% paired t interval as error bars) with the per-seed gaps as points, from report.json (written by
 `lpattn sweep` / `lpattn report`). PNGs are written to a temporary name and renamed. Needs only
 matplotlib (Debian's python3-matplotlib).
 """
@@ -120,29 +120,34 @@ def plot_sweep(sweep_dir):
         plt.close(fig)
         print("plot_run: no run has metrics yet; loss_curves.png skipped")
 
-    if report.get("reference") is None:
-        print("plot_run: no exact arm in this sweep; gap.png skipped")
+    reference = report.get("reference")
+    if reference is None:
+        print("plot_run: the sweep has no reference arm; gap.png skipped")
         return
     arms = [a for a in report["arms"]
-            if a["arm"] != report["reference"] and a["gap_to_exact"]
-            and a["gap_to_exact"]["mean"] is not None]
+            if a["arm"] != reference and a["gap_to_reference"]
+            and a["gap_to_reference"]["mean"] is not None]
     if not arms:
-        print("plot_run: no arm has a paired gap to exact yet; gap.png skipped")
+        print(f"plot_run: no arm has a paired gap to {reference} yet; gap.png skipped")
         return
     fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * len(arms) + 2), 4.5))
     xs = list(range(len(arms)))
-    means = [a["gap_to_exact"]["mean"] for a in arms]
-    stds = [a["gap_to_exact"]["std"] or 0.0 for a in arms]
-    ax.bar(xs, means, yerr=stds, capsize=4, color=colors[0], alpha=0.6, label="mean ± std")
-    for x, arm in zip(xs, arms):
-        gaps = [g["gap"] for g in arm["gap_to_exact"]["per_seed"]]
-        ax.scatter([x] * len(gaps), gaps, color="black", s=12, zorder=3,
+    gaps_of = [a["gap_to_reference"] for a in arms]
+    means = [g["mean"] for g in gaps_of]
+    # Error bars: the 95% paired t interval (none with one seed).
+    below = [g["mean"] - g["t95"][0] if g.get("t95") else 0.0 for g in gaps_of]
+    above = [g["t95"][1] - g["mean"] if g.get("t95") else 0.0 for g in gaps_of]
+    ax.bar(xs, means, yerr=[below, above], capsize=4, color=colors[0], alpha=0.6,
+           label="mean, 95% paired t interval")
+    for x, gap in zip(xs, gaps_of):
+        per_seed = [g["gap"] for g in gap["per_seed"]]
+        ax.scatter([x] * len(per_seed), per_seed, color="black", s=12, zorder=3,
                    label="per seed" if x == 0 else None)
     ax.axhline(0.0, color="gray", linewidth=0.8)
     ax.set_xticks(xs)
     ax.set_xticklabels([a["arm"] for a in arms], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("final val loss - exact (nats, paired by seed)")
-    ax.set_title(f"gap to exact ({title})")
+    ax.set_ylabel(f"final val loss - {reference} (nats, paired by seed)")
+    ax.set_title(f"gap to {reference} ({title})")
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=8)
     save(fig, os.path.join(sweep_dir, "figures", "gap.png"))

@@ -140,6 +140,12 @@ void AddConfigOptions(CLI::App* command, ConfigOptions& options) {
                            "dense products' operands: fp32, or bf16 (mixed precision: bf16 "
                            "operands, fp32 accumulation, master weights and optimizer state)",
                            [](TrainConfig& c, const std::string& v) { c.precision = v; });
+  AddOverride<uint64_t>(command, options, "--init-seed",
+                        "seed of the initial weights alone (default: --seed)",
+                        [](TrainConfig& c, uint64_t v) { c.init_seed = v; });
+  AddOverride<uint64_t>(command, options, "--data-seed",
+                        "seed of the training windows' order alone (default: --seed)",
+                        [](TrainConfig& c, uint64_t v) { c.data_seed = v; });
   AddOverride<int>(command, options, "--batch", "windows per step",
                    [](TrainConfig& c, int v) { c.batch = v; });
   AddOverride<int>(command, options, "--context", "tokens per window",
@@ -333,8 +339,8 @@ int RunLogits(const LogitsOptions& options) {
 
 // ---- sweep and report ------------------------------------------------------------------------
 
-void PrintReport(const std::string& dir) {
-  const harness::SweepReport report = harness::ReportSweep(dir);
+void PrintReport(const std::string& dir, const std::string& reference = "") {
+  const harness::SweepReport report = harness::ReportSweep(dir, reference);
   std::printf("\n%s\n", harness::FormatReportTable(report).c_str());
   std::printf("wrote %s, %s\n", (fs::path(dir) / "report.md").c_str(),
               (fs::path(dir) / "report.json").c_str());
@@ -346,6 +352,7 @@ struct SweepOptions {
   std::string plan;
   std::vector<std::string> arm_lists;
   std::vector<uint64_t> seeds;
+  std::string reference;
   std::string out;
   CLI::Option* preset = nullptr;
 };
@@ -370,6 +377,8 @@ CLI::App* AddSweep(CLI::App& app, SweepOptions& options) {
                     "exact,kint:K=4,cal=window); may be repeated; required without --plan");
   sweep->add_option("--seeds", options.seeds, "seeds, comma-separated; required without --plan")
       ->delimiter(',');
+  sweep->add_option("--reference", options.reference,
+                    "the arm every gap is paired with (default: the plan's, else exact)");
   sweep->add_option("--out", options.out, "sweep directory")->required();
   return sweep;
 }
@@ -414,6 +423,7 @@ int RunSweep(const SweepOptions& options) {
     }
   }
   for (const std::string& arm : arms) CheckArm(arm);
+  if (!options.reference.empty()) extras.reference = options.reference;
   const TrainConfig base = BuildConfig(options.config, harness::PresetConfig(preset));
   const harness::Ranks& ranks = harness::Ranks::World();
   {
@@ -428,17 +438,20 @@ int RunSweep(const SweepOptions& options) {
 
 struct ReportOptions {
   std::string dir;
+  std::string reference;
 };
 
 CLI::App* AddReport(CLI::App& app, ReportOptions& options) {
   CLI::App* report =
       app.add_subcommand("report", "the table of a sweep directory (rewrites report.md/json)");
   report->add_option("dir", options.dir, "sweep directory")->required();
+  report->add_option("--reference", options.reference,
+                     "pair the gaps with this arm instead of the sweep's reference");
   return report;
 }
 
 int RunReport(const ReportOptions& options) {
-  PrintReport(options.dir);
+  PrintReport(options.dir, options.reference);
   return 0;
 }
 

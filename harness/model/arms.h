@@ -90,7 +90,10 @@ std::unique_ptr<AttentionArm> MakeSoftmaxArm(const std::string& name, SinkMode s
                                              const ScoreOptions& options = {});
 std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGateKind kind,
                                                SinkMode sink);
-std::unique_ptr<AttentionArm> MakeOutputGateArm();
+// The output gate over `inner` (exact attention for `outgate`, another arm of softmax_arms.cc
+// for `outgate+<arm>`).
+std::unique_ptr<AttentionArm> MakeOutputGateArm(const std::string& name,
+                                                std::unique_ptr<AttentionArm> inner);
 std::unique_ptr<AttentionArm> MakeKIntervalArm(const std::string& name,
                                                const KIntervalOptions& options);
 std::unique_ptr<AttentionArm> MakeThresholdArm(const std::string& name,

@@ -19,8 +19,10 @@
 namespace lpattn::harness {
 
 std::vector<std::string> KnownArms() {
-  return {"exact",    "sink",          "offbyone",      "outgate",
-          "normgate", "projgate",      "sink+normgate", "sink+projgate"};
+  return {"exact",         "sink",          "offbyone",         "outgate",
+          "normgate",      "projgate",      "sink+normgate",    "sink+projgate",
+          "outgate+sink",  "outgate+offbyone", "outgate+normgate", "outgate+projgate",
+          "outgate+sink+normgate", "outgate+sink+projgate"};
 }
 
 std::string AttentionArm::Name() const {
@@ -82,7 +84,20 @@ std::unique_ptr<AttentionArm> MakeKernelArm(const std::string& spec) {
   if (spec == "exact") return arms::MakeSoftmaxArm("exact", SinkMode::kNone);
   if (spec == "sink") return arms::MakeSoftmaxArm("sink", SinkMode::kLearned);
   if (spec == "offbyone") return arms::MakeSoftmaxArm("offbyone", SinkMode::kOffByOne);
-  if (spec == "outgate") return arms::MakeOutputGateArm();
+  if (spec == "outgate") {
+    return arms::MakeOutputGateArm(spec, arms::MakeSoftmaxArm("exact", SinkMode::kNone));
+  }
+  if (spec.rfind("outgate+", 0) == 0) {  // the output gate after another gate or a sink
+    const std::string inner = spec.substr(8);
+    const std::vector<std::string> known = KnownArms();
+    if (inner == "exact" || inner.rfind("outgate", 0) == 0 ||
+        std::find(known.begin(), known.end(), inner) == known.end()) {
+      throw std::invalid_argument("attention arm '" + spec +
+                                  "': the output gate combines with sink, offbyone, normgate, "
+                                  "projgate, sink+normgate or sink+projgate");
+    }
+    return arms::MakeOutputGateArm(spec, MakeKernelArm(inner));
+  }
   if (spec == "normgate" || spec == "projgate" || spec == "sink+normgate" ||
       spec == "sink+projgate") {
     const bool sink = spec.rfind("sink+", 0) == 0;

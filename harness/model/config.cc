@@ -270,6 +270,9 @@ void ValidateConfig(const TrainConfig& c) {
   ParseDenseFormat(c.precision);  // throws, naming fp32 and bf16
 }
 
+uint64_t InitSeed(const TrainConfig& config) { return config.init_seed.value_or(config.seed); }
+uint64_t DataSeed(const TrainConfig& config) { return config.data_seed.value_or(config.seed); }
+
 void to_json(nlohmann::json& j, const ModelConfig& m) {
   j = nlohmann::json{{"n_layer", m.n_layer},
                      {"n_head", m.n_head},
@@ -305,6 +308,8 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
   // Written only when not fp32, so that the configs of earlier runs and sweeps (which have no
   // such field) still compare equal to an fp32 config on resume.
   if (c.precision != "fp32") j["precision"] = c.precision;
+  if (c.init_seed) j["init_seed"] = *c.init_seed;  // likewise: only when set
+  if (c.data_seed) j["data_seed"] = *c.data_seed;
 }
 
 void from_json(const nlohmann::json& j, TrainConfig& c) {
@@ -312,7 +317,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
                        {"preset", "arm", "model", "seed", "batch", "steps", "lr", "warmup_steps",
                         "min_lr_fraction", "weight_decay", "beta1", "beta2", "eps", "grad_clip",
                         "eval_every", "eval_windows", "checkpoint_every", "data", "threads",
-                        "precision"});
+                        "precision", "init_seed", "data_seed"});
   TrainConfig out;
   out.preset = o.String("preset");
   out.arm = o.String("arm");
@@ -334,6 +339,8 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   out.data = o.String("data");
   out.threads = o.Int("threads");
   if (j.contains("precision")) out.precision = o.String("precision");  // absent: fp32
+  if (j.contains("init_seed")) out.init_seed = o.Uint64("init_seed");  // absent: seed
+  if (j.contains("data_seed")) out.data_seed = o.Uint64("data_seed");
   c = std::move(out);
 }
 

@@ -1,6 +1,7 @@
 // The arms on exact softmax attention (docs/harness.md §1): `exact`, `sink`, `offbyone`, the
 // value gates (docs/math.md §1.2) `normgate`, `projgate`, `sink+normgate`, `sink+projgate`,
-// and the output gate `outgate` (Qiu et al. 2025, G1).
+// and the output gate `outgate` (Qiu et al. 2025, G1), alone or after another arm of this
+// file (`outgate+sink`, `outgate+normgate`, ...: docs/harness.md §1.3).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -198,34 +199,45 @@ class ValueGateArm : public AttentionArm {
   SoftmaxArm inner_;
 };
 
-// Exact attention whose output is gated by the block's input: g = x W_g^T + b_g [B, T, C],
-// out = o * sigmoid(g). Parameters: W_g [C, C], b_g [C]. Saved: lse, o, g.
+// An inner arm's output gated by the block's input: g = x W_g^T + b_g [B, T, C],
+// out = o * sigmoid(g). `outgate` gates exact attention; `outgate+<arm>` gates another arm
+// (a sink, a value gate), so abstention or filtering and the query-controlled gate combine.
+// Parameters: the inner arm's, then W_g [C, C], b_g [C] (so `outgate`'s layout is unchanged).
+// Saved: the inner arm's activations, then o and g.
 class OutputGateArm : public AttentionArm {
  public:
-  std::string KernelName() const override { return "outgate"; }
+  OutputGateArm(std::string name, std::unique_ptr<AttentionArm> inner)
+      : name_(std::move(name)), inner_(std::move(inner)) {}
+  std::string KernelName() const override { return name_; }
   std::vector<ArmParam> LayerParams(const ModelConfig& m) const override {
+    std::vector<ArmParam> params = inner_->LayerParams(m);
     const size_t c = size_t(m.n_embd);
-    return {{"gate_w", c * c, true, 0.02f, 0.0f}, {"gate_b", c, false, 0.0f, 0.0f}};
+    params.push_back({"gate_w", c * c, true, 0.02f, 0.0f});
+    params.push_back({"gate_b", c, false, 0.0f, 0.0f});
+    return params;
   }
   size_t ActivationFloats(const ArmShape& s) const override {
-    return inner_.ActivationFloats(s) + 2 * s.B * s.T * s.C;
+    return inner_->ActivationFloats(s) + 2 * s.B * s.T * s.C;
   }
-  void Diagnose(const ArmShape& s, const float*, const float* qkv, const float* x,
+  // The gate scales outputs, not weights: the weights (and a sink's mass) are the inner arm's.
+  void Diagnose(const ArmShape& s, const float* params, const float* qkv, const float* x,
                 const float* act, HeadDiagnostics* per_head) const override {
-    inner_.Diagnose(s, nullptr, qkv, x, act, per_head);
+    inner_->Diagnose(s, params, qkv, x, act, per_head);
   }
+  bool HasSink() const override { return inner_->HasSink(); }
   void SetPrecision(const Precision& precision) override {
     AttentionArm::SetPrecision(precision);
-    inner_.SetPrecision(precision);
+    inner_->SetPrecision(precision);
   }
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float* x,
                float* act, float* out) const override {
     const size_t n = s.B * s.T * s.C;
-    float* attn = act + inner_.ActivationFloats(s);
+    float* attn = act + inner_->ActivationFloats(s);
     float* gate = attn + n;
-    inner_.Forward(s, nullptr, qkv, x, act, attn);
-    MatmulForward(gate, x, params, params + s.C * s.C, s.B * s.T, s.C, s.C, s.dense);
+    inner_->Forward(s, params, qkv, x, act, attn);
+    const float* w = params + InnerFloats(s);
+    MatmulForward(gate, x, w, w + s.C * s.C, s.B * s.T, s.C, s.C, s.dense);
     SigmoidGateForward(out, attn, gate, n);
   }
 
@@ -233,17 +245,28 @@ class OutputGateArm : public AttentionArm {
                 const float* x, const float* act, const float*, const float* dout,
                 float* dqkv, float* dx) const override {
     const size_t n = s.B * s.T * s.C;
-    const float* attn = act + inner_.ActivationFloats(s);
+    const float* attn = act + inner_->ActivationFloats(s);
     const float* gate = attn + n;
     std::vector<float> dattn(n, 0.0f), dgate(n, 0.0f);
     SigmoidGateBackward(dattn.data(), dgate.data(), dout, attn, gate, n);
-    MatmulBackward(dx, dparams, dparams + s.C * s.C, dgate.data(), x, params, s.B * s.T, s.C,
-                   s.C, Write::kAccumulate, s.dense);
-    inner_.Backward(s, nullptr, nullptr, qkv, x, act, attn, dattn.data(), dqkv, dx);
+    const size_t first = InnerFloats(s);
+    MatmulBackward(dx, dparams + first, dparams + first + s.C * s.C, dgate.data(), x,
+                   params + first, s.B * s.T, s.C, s.C, Write::kAccumulate, s.dense);
+    inner_->Backward(s, params, dparams, qkv, x, act, attn, dattn.data(), dqkv, dx);
   }
 
  private:
-  SoftmaxArm inner_{"exact", SinkMode::kNone};
+  size_t InnerFloats(const ArmShape& s) const {
+    ModelConfig m;
+    m.n_head = int(s.n_head);
+    m.n_embd = int(s.C);
+    size_t floats = 0;
+    for (const ArmParam& p : inner_->LayerParams(m)) floats += p.size;
+    return floats;
+  }
+
+  std::string name_;
+  std::unique_ptr<AttentionArm> inner_;
 };
 
 }  // namespace
@@ -256,6 +279,9 @@ std::unique_ptr<AttentionArm> MakeValueGateArm(const std::string& name, ValueGat
                                                SinkMode sink) {
   return std::make_unique<ValueGateArm>(name, kind, sink);
 }
-std::unique_ptr<AttentionArm> MakeOutputGateArm() { return std::make_unique<OutputGateArm>(); }
+std::unique_ptr<AttentionArm> MakeOutputGateArm(const std::string& name,
+                                                std::unique_ptr<AttentionArm> inner) {
+  return std::make_unique<OutputGateArm>(name, std::move(inner));
+}
 
 }  // namespace lpattn::harness::arms

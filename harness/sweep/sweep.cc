@@ -42,6 +42,7 @@ json ReadJson(const fs::path& path) {
 SweepExtras ExtrasFromJson(const json& sweep) {
   SweepExtras extras;
   extras.plan = sweep.value("plan", std::string());
+  extras.reference = sweep.value("reference", std::string());
   if (sweep.contains("paper")) extras.paper = sweep.at("paper").get<std::map<std::string, std::string>>();
   if (sweep.contains("swaps")) {
     for (const json& s : sweep.at("swaps")) {
@@ -134,6 +135,7 @@ std::vector<T> Union(std::vector<T> first, const std::vector<T>& second) {
 
 void AddExtrasToJson(const SweepExtras& extras, json& sweep) {
   if (!extras.plan.empty()) sweep["plan"] = extras.plan;
+  if (!extras.reference.empty()) sweep["reference"] = extras.reference;
   if (!extras.paper.empty()) sweep["paper"] = extras.paper;
   if (!extras.swaps.empty()) {
     json swaps = json::array();
@@ -145,9 +147,19 @@ void AddExtrasToJson(const SweepExtras& extras, json& sweep) {
 }
 
 // `later` added to `earlier`: its plan replaces an empty one, its paper entries and swaps are
-// added (a swap already there keeps its place and takes the newer paper text).
+// added (a swap already there keeps its place and takes the newer paper text). A reference arm
+// cannot change: the sweep's gaps were paired with it.
 SweepExtras MergeExtras(SweepExtras earlier, const SweepExtras& later) {
   if (!later.plan.empty()) earlier.plan = later.plan;
+  const auto named = [](const SweepExtras& e) {
+    return e.reference.empty() ? std::string(kDefaultReferenceArm) : e.reference;
+  };
+  if (!later.reference.empty() && named(later) != named(earlier)) {
+    throw std::invalid_argument("sweep: this sweep's gaps are paired with '" + named(earlier) +
+                                "', not '" + later.reference +
+                                "'; `lpattn report DIR --reference ARM` shows other pairings");
+  }
+  if (!later.reference.empty()) earlier.reference = later.reference;
   for (const auto& [arm, text] : later.paper) earlier.paper[arm] = text;
   for (const EvalSwap& swap : later.swaps) {
     const auto same = std::find_if(earlier.swaps.begin(), earlier.swaps.end(), [&](const EvalSwap& s) {
@@ -255,6 +267,11 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
     if (seeds.empty()) throw std::invalid_argument("sweep: no seeds given");
     RejectDuplicates(arms, "arm");
     RejectDuplicates(seeds, "seed");
+    if (base.init_seed && base.data_seed) {
+      throw std::invalid_argument(
+          "sweep: --init-seed and --data-seed are both fixed, so every seed would be the same "
+          "run; fix at most one of them");
+    }
     for (const std::string& arm : arms) {
       TrainConfig config = base;
       config.arm = arm;
@@ -277,6 +294,11 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
       all_extras = MergeExtras(ExtrasFromJson(existing), extras);
     }
     RejectDirCollisions(all_arms);
+    if (!all_extras.reference.empty() &&
+        std::find(all_arms.begin(), all_arms.end(), all_extras.reference) == all_arms.end()) {
+      throw std::invalid_argument("sweep: the reference arm '" + all_extras.reference +
+                                  "' is not one of the arms");
+    }
     CheckSwaps(all_extras.swaps, all_arms, base.model);
     // Every run reads the corpus: a missing or unreadable one fails here, before sweep.json.
     LoadCorpus(base.data.empty() ? DefaultCorpusPath() : base.data, size_t(base.model.context));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "harness/model/config.h"
+#include "harness/sweep/paired_stats.h"
 #include "harness/train/trainer.h"
 
 namespace lpattn::harness {
@@ -52,6 +53,7 @@ std::string SwapFileName(const std::string& with);
 // What a sweep holds beyond arms x seeds; a named plan (sweep_plan.h) fills it in.
 struct SweepExtras {
   std::string plan;                          // the plan's name, recorded in sweep.json
+  std::string reference;                     // the arm gaps are paired with; empty: `exact`
   std::map<std::string, std::string> paper;  // arm -> what the plan's source reports
   std::vector<EvalSwap> swaps;
 };
@@ -75,9 +77,10 @@ using SweepRunFn = std::function<void(const SweepRunInfo&)>;
 // checkpoint but no summary is resumed; one stopped before its first checkpoint is restarted.
 // Then every evaluation swap of the sweep (extras' and sweep.json's) is run on each finished
 // run of its trained arm that has no SwapFileName(with) yet. Throws std::invalid_argument for
-// empty or duplicate arms or seeds, colliding directory names, an invalid config or a swap
-// whose trained arm is not in the sweep or whose arms are not swappable, before writing
-// anything.
+// empty or duplicate arms or seeds, colliding directory names, an invalid config (also one
+// that fixes both init_seed and data_seed, which would make every seed the same run), a
+// reference arm not in the sweep or different from the one sweep.json names, or a swap whose
+// trained arm is not in the sweep or whose arms are not swappable, before writing anything.
 //
 // Over several ranks (docs/harness.md §3.7) every rank checks the sweep, rank 0 writes
 // sweep.json, and run i (0-based, arm-major) is trained by rank i mod P alone, with its own
@@ -95,6 +98,7 @@ struct SeedRun {
   std::string dir;      // relative to the sweep directory
   bool done = false;    // its summary.json exists
   double final_val_loss = 0.0, tokens_per_s = 0.0;  // when done
+  uint64_t tokens = 0;  // training tokens the run saw (steps x batch x context), when done
   // The lowest validation loss of metrics.csv (when done and the file has one): a final loss
   // above it means the loss turned up during the run.
   std::optional<double> best_val_loss;
@@ -102,7 +106,7 @@ struct SeedRun {
 
 struct SeedGap {
   uint64_t seed = 0;
-  double gap = 0.0;  // this arm's final validation loss minus exact's, same seed (nats)
+  double gap = 0.0;  // this arm's final validation loss minus the reference's, same seed (nats)
 };
 
 struct ArmReport {
@@ -111,13 +115,14 @@ struct ArmReport {
   std::vector<uint64_t> missing_seeds;  // seeds without a summary.json
   std::optional<double> mean_val_loss;  // over the finished runs
   std::optional<double> tokens_per_s_mean;
-  // Gaps to exact exist only when `exact` is one of the sweep's arms. They are paired by seed:
-  // a seed counts only when both this arm's run and exact's run finished.
+  // Gaps exist only when the reference arm (SweepReport::reference) is one of the sweep's arms.
+  // They are paired by seed: a seed counts only when both this arm's run and the reference's
+  // run finished. `gap` has their mean, std and intervals; `verdict` is Verdict(gap).
   bool has_reference = false;
   std::vector<SeedGap> gaps;
-  std::vector<uint64_t> unpaired_seeds;  // finished here, but exact's run of that seed did not
-  std::optional<double> gap_mean;
-  std::optional<double> gap_std;  // sample standard deviation (n - 1); needs two gaps
+  std::vector<uint64_t> unpaired_seeds;  // finished here, but the reference's run did not
+  PairedSummary gap;
+  std::string verdict;
   // Mean over finished runs of final minus best validation loss (>= 0; 0 when the loss never
   // turned up).
   std::optional<double> rise_mean;
@@ -142,29 +147,34 @@ struct SwapReport {
   std::vector<uint64_t> missing_seeds;  // the others
   std::optional<double> swapped_mean;
   std::optional<double> change_mean, change_std;  // swapped minus own, paired by seed
-  std::optional<double> gap_mean, gap_std;        // swapped minus exact's run of the seed
+  std::optional<double> gap_mean, gap_std;        // swapped minus the reference's run
 };
 
 struct SweepReport {
   std::string plan;  // empty for a sweep given by its arms
+  std::string reference;  // the arm gaps are paired with
   std::vector<ArmReport> arms;
   std::vector<SwapReport> swaps;
 };
 
-inline constexpr const char* kReferenceArm = "exact";
+// The default reference arm of a sweep's gaps.
+inline constexpr const char* kDefaultReferenceArm = "exact";
 
 // Reads out_dir/sweep.json and every run's summary.json, metrics.csv and swap files; writes
 // out_dir/report.json and out_dir/report.md atomically and returns the report, arms in the
-// sweep's order. Throws std::runtime_error when out_dir holds no sweep.json or a file cannot
-// be parsed.
-SweepReport ReportSweep(const std::string& out_dir);
+// sweep's order. Gaps are paired with `reference` when given, else with the arm sweep.json
+// names, else with `exact`. Throws std::runtime_error when out_dir holds no sweep.json or a
+// file cannot be parsed, and std::invalid_argument when a given reference is not one of the
+// sweep's arms.
+SweepReport ReportSweep(const std::string& out_dir, const std::string& reference = "");
 
-// The Markdown tables. Arms: arm | runs | final val loss (mean) | gap to exact (mean ± std) |
-// per-seed gaps | rise after best | tokens/s (and a `paper` column after the gap when the plan
-// has one), followed by a line saying when there is no exact arm. Then, when the sweep has
+// The Markdown tables. Arms: arm | runs | final val loss (mean) | gap to <reference>
+// (mean ± std) | 95% CI (paired t) | 95% CI (bootstrap) | verdict | per-seed gaps | rise after
+// best | tokens per run | tokens/s (and a `paper` column after the gap when the plan has one),
+// followed by a line saying when the reference arm is missing. Then, when the sweep has
 // evaluation swaps, one row per swap: the trained arm, the arm it is evaluated with, the
-// swapped loss, its change from the own-arm loss and its gap to exact. Then, when runs have
-// attention diagnostics, a table of them per arm.
+// swapped loss, its change from the own-arm loss and its gap to the reference. Then, when runs
+// have attention diagnostics, a table of them per arm.
 std::string FormatReportTable(const SweepReport& report);
 
 // Formatting shared with the command line.

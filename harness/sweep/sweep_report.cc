@@ -1,6 +1,7 @@
-// The report of a sweep (docs/harness.md §3): every arm's runs paired by seed with `exact`'s,
-// their means and sample standard deviations, the evaluation swaps and the attention
-// diagnostics, written as report.json and report.md. Running the sweep is sweep.cc.
+// The report of a sweep (docs/harness.md §3): every arm's runs paired by seed with the reference
+// arm's (`exact` unless the sweep names another), their means, sample standard deviations and
+// 95% intervals (paired_stats.h), the evaluation swaps and the attention diagnostics, written
+// as report.json and report.md. Running the sweep is sweep.cc.
 #include "harness/sweep/sweep.h"
 
 #include <algorithm>
@@ -93,6 +94,10 @@ void ReadDiagnostics(const fs::path& path, std::vector<double>* values) {
   }
 }
 
+json IntervalJson(const std::optional<Interval>& interval) {
+  return interval ? json::array({interval->low, interval->high}) : json(nullptr);
+}
+
 json ReportJson(const SweepReport& report, const json& sweep) {
   const std::vector<ArmReport>& reports = report.arms;
   json arms = json::array();
@@ -106,14 +111,19 @@ json ReportJson(const SweepReport& report, const json& sweep) {
                       {"done", run.done},
                       {"final_val_loss", run.done ? json(run.final_val_loss) : json(nullptr)},
                       {"tokens_per_s", run.done ? json(run.tokens_per_s) : json(nullptr)},
+                      {"tokens", run.done ? json(run.tokens) : json(nullptr)},
                       {"best_val_loss", Optional(run.best_val_loss)}});
     }
     json gap = nullptr;
     if (r.has_reference) {
       json per_seed = json::array();
       for (const SeedGap& g : r.gaps) per_seed.push_back({{"seed", g.seed}, {"gap", g.gap}});
-      gap = {{"mean", Optional(r.gap_mean)},
-             {"std", Optional(r.gap_std)},
+      gap = {{"mean", Optional(r.gap.mean)},
+             {"std", Optional(r.gap.std_dev)},
+             {"n", r.gap.n},
+             {"t95", IntervalJson(r.gap.t95)},
+             {"bootstrap95", IntervalJson(r.gap.bootstrap95)},
+             {"verdict", r.verdict},
              {"per_seed", per_seed},
              {"unpaired_seeds", r.unpaired_seeds}};
     }
@@ -130,7 +140,7 @@ json ReportJson(const SweepReport& report, const json& sweep) {
                                    {"sink_rate", Optional(r.sink_rate)},
                                    {"abstention", Optional(r.abstention)}}},
                     {"paper", r.paper.empty() ? json(nullptr) : json(r.paper)},
-                    {"gap_to_exact", gap}});
+                    {"gap_to_reference", gap}});
   }
   json swaps = json::array();
   for (const SwapReport& s : report.swaps) {
@@ -151,7 +161,7 @@ json ReportJson(const SweepReport& report, const json& sweep) {
                      {"gap_mean", Optional(s.gap_mean)},
                      {"gap_std", Optional(s.gap_std)}});
   }
-  return {{"reference", has_reference ? json(kReferenceArm) : json(nullptr)},
+  return {{"reference", has_reference ? json(report.reference) : json(nullptr)},
           {"plan", report.plan.empty() ? json(nullptr) : json(report.plan)},
           {"seeds", sweep.at("seeds")},
           {"config", sweep.at("config")},
@@ -166,9 +176,11 @@ std::string ReportMarkdown(const SweepReport& report, const json& sweep) {
      << "Preset `" << config.value("preset", std::string("?")) << "`, "
      << config.value("steps", 0) << " steps, seeds "
      << JoinSeeds(sweep.at("seeds").get<std::vector<uint64_t>>()) << ". "
-     << "Final validation loss in nats; gaps to `exact` are paired by seed "
-     << "(std: sample standard deviation over seeds). Rise: final minus best validation "
-     << "loss of a run (mean over seeds).\n\n"
+     << "Final validation loss in nats; gaps to `" << report.reference << "` are paired by "
+     << "seed (std: sample standard deviation over seeds; 95% intervals of the mean gap from "
+     << "the paired t distribution and from a percentile bootstrap over seeds; the verdict is "
+     << "\"within noise\" when the t interval covers 0). Rise: final minus best validation "
+     << "loss of a run (mean over seeds). Tokens: training tokens each run saw.\n\n"
      << FormatReportTable(report);
   return md.str();
 }
@@ -182,10 +194,10 @@ const ArmReport* FindArm(const std::vector<ArmReport>& reports, const std::strin
 
 // One swap's rows: each finished run of the trained arm with its swap file.
 SwapReport ReportSwap(const fs::path& dir, const EvalSwap& swap,
-                      const std::vector<ArmReport>& arms) {
+                      const std::vector<ArmReport>& arms, const std::string& reference) {
   SwapReport report{swap, {}, {}, {}, {}, {}, {}, {}};
   const ArmReport* trained = FindArm(arms, swap.trained);
-  const ArmReport* exact = FindArm(arms, kReferenceArm);
+  const ArmReport* exact = FindArm(arms, reference);
   std::vector<double> swapped, changes, gaps;
   for (size_t i = 0; trained && i < trained->runs.size(); ++i) {
     const SeedRun& run = trained->runs[i];
@@ -222,7 +234,7 @@ int ArmReport::finished() const {
   return count;
 }
 
-SweepReport ReportSweep(const std::string& out_dir) {
+SweepReport ReportSweep(const std::string& out_dir, const std::string& reference_arm) {
   const fs::path dir(out_dir);
   if (!fs::exists(dir / "sweep.json")) {
     throw std::runtime_error(out_dir + " is not a sweep directory (it has no sweep.json)");
@@ -231,11 +243,15 @@ SweepReport ReportSweep(const std::string& out_dir) {
   std::vector<std::string> arms;
   std::vector<uint64_t> seeds;
   SweepExtras extras;
+  uint64_t default_tokens = 0;
   try {
     arms = sweep.at("arms").get<std::vector<std::string>>();
     seeds = sweep.at("seeds").get<std::vector<uint64_t>>();
     sweep.at("config");
     extras = ExtrasFromJson(sweep);
+    const json& config = sweep.at("config");
+    default_tokens = config.at("steps").get<uint64_t>() * config.at("batch").get<uint64_t>() *
+                     config.at("model").at("context").get<uint64_t>();
   } catch (const json::exception& e) {
     throw std::runtime_error((dir / "sweep.json").string() + " is malformed: " + e.what());
   }
@@ -264,6 +280,9 @@ SweepReport ReportSweep(const std::string& out_dir) {
           }
           run.final_val_loss = summary.at("final_val_loss").get<double>();
           run.tokens_per_s = summary.at("tokens_per_s").get<double>();
+          // Summaries written before "tokens" was recorded: the sweep's config says it.
+          run.tokens = summary.contains("tokens") ? summary.at("tokens").get<uint64_t>()
+                                                  : default_tokens;
         } catch (const json::exception& e) {
           throw std::runtime_error(summary_path.string() + " is malformed: " + e.what());
         }
@@ -288,8 +307,15 @@ SweepReport ReportSweep(const std::string& out_dir) {
     reports.push_back(std::move(report));
   }
 
+  const std::string reference_name = !reference_arm.empty()     ? reference_arm
+                                     : !extras.reference.empty() ? extras.reference
+                                                                 : kDefaultReferenceArm;
   const auto reference = std::find_if(reports.begin(), reports.end(),
-                                      [](const ArmReport& r) { return r.arm == kReferenceArm; });
+                                      [&](const ArmReport& r) { return r.arm == reference_name; });
+  if (reference == reports.end() && reference_name != kDefaultReferenceArm) {
+    throw std::invalid_argument("report: the reference arm '" + reference_name +
+                                "' is not one of the sweep's arms");
+  }
   if (reference != reports.end()) {
     const std::vector<SeedRun> exact_runs = reference->runs;  // same seeds, same order
     for (ArmReport& report : reports) {
@@ -305,14 +331,14 @@ SweepReport ReportSweep(const std::string& out_dir) {
         report.gaps.push_back({run.seed, run.final_val_loss - exact_runs[i].final_val_loss});
         gaps.push_back(report.gaps.back().gap);
       }
-      report.gap_mean = Mean(gaps);
-      report.gap_std = SampleStd(gaps);
+      report.gap = SummarizePaired(gaps);
+      report.verdict = Verdict(report.gap);
     }
   }
 
-  SweepReport report{extras.plan, std::move(reports), {}};
+  SweepReport report{extras.plan, reference_name, std::move(reports), {}};
   for (const EvalSwap& swap : extras.swaps) {
-    report.swaps.push_back(ReportSwap(dir, swap, report.arms));
+    report.swaps.push_back(ReportSwap(dir, swap, report.arms, reference_name));
   }
   WriteFileAtomically((dir / "report.json").string(), ReportJson(report, sweep).dump(2) + "\n");
   WriteFileAtomically((dir / "report.md").string(), ReportMarkdown(report, sweep));
@@ -329,26 +355,59 @@ std::string MeanStd(const std::optional<double>& mean, const std::optional<doubl
   return Signed(*mean) + " ± " + Fixed(*std_dev, 4) + " (n=" + std::to_string(n) + ")";
 }
 
-std::string GapCells(const ArmReport& r) {
-  if (!r.has_reference) return "n/a | n/a";
-  if (r.arm == kReferenceArm) return "reference | —";
+std::string IntervalCell(const std::optional<Interval>& interval) {
+  if (!interval) return "—";
+  char buffer[96];
+  std::snprintf(buffer, sizeof(buffer), "[%+.4f, %+.4f]", interval->low, interval->high);
+  return buffer;
+}
+
+// The gap, its two intervals, the verdict and the per-seed gaps: five cells.
+std::string GapCells(const ArmReport& r, const std::string& reference) {
+  if (!r.has_reference) return "n/a | n/a | n/a | n/a | n/a";
+  if (r.arm == reference) return "reference | — | — | — | —";
   std::string cells;
   for (const SeedGap& g : r.gaps) {
     cells += (cells.empty() ? "" : ", ") + std::to_string(g.seed) + ": " + Signed(g.gap);
   }
   for (const uint64_t seed : r.unpaired_seeds) {
-    cells += (cells.empty() ? "" : ", ") + std::to_string(seed) + ": no exact run";
+    cells += (cells.empty() ? "" : ", ") + std::to_string(seed) + ": no " + reference + " run";
   }
-  return MeanStd(r.gap_mean, r.gap_std, r.gaps.size(), "no paired seeds") + " | " +
-         (cells.empty() ? "—" : cells);
+  return MeanStd(r.gap.mean, r.gap.std_dev, r.gap.n, "no paired seeds") + " | " +
+         IntervalCell(r.gap.t95) + " | " + IntervalCell(r.gap.bootstrap95) + " | " + r.verdict +
+         " | " + (cells.empty() ? "—" : cells);
 }
 
-std::string SwapTable(const std::vector<SwapReport>& swaps, bool with_paper) {
+// "96k", "1.5M", "30.0M": a token count for the tables.
+std::string FormatTokens(double tokens) {
+  char buffer[32];
+  if (tokens >= 1e6) {
+    std::snprintf(buffer, sizeof(buffer), "%.1fM", tokens / 1e6);
+  } else if (tokens >= 1e3) {
+    std::snprintf(buffer, sizeof(buffer), "%.0fk", tokens / 1e3);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%.0f", tokens);
+  }
+  return buffer;
+}
+
+std::string TokensCell(const ArmReport& r) {
+  std::vector<double> tokens;
+  for (const SeedRun& run : r.runs) {
+    if (run.done) tokens.push_back(double(run.tokens));
+  }
+  const std::optional<double> mean = Mean(tokens);
+  return mean ? FormatTokens(*mean) : std::string("—");
+}
+
+std::string SwapTable(const std::vector<SwapReport>& swaps, bool with_paper,
+                      const std::string& reference) {
   std::ostringstream table;
   table << "\nEvaluation swaps: the final checkpoint of each run of the trained arm, evaluated "
            "with another arm.\n\n"
         << "| trained with | evaluated with | runs | val loss (mean) | change from own arm | "
-           "gap to exact |"
+           "gap to "
+        << reference << " |"
         << (with_paper ? " paper |" : "") << "\n|---|---|---|---|---|---|"
         << (with_paper ? "---|" : "") << "\n";
   for (const SwapReport& s : swaps) {
@@ -388,26 +447,30 @@ std::string FormatReportTable(const SweepReport& report) {
   for (const ArmReport& r : reports) with_paper = with_paper || !r.paper.empty();
   for (const SwapReport& s : report.swaps) with_paper = with_paper || !s.swap.paper.empty();
   std::ostringstream table;
-  table << "| arm | runs | final val loss (mean) | gap to exact (mean ± std) |"
-        << (with_paper ? " paper |" : "") << " per-seed gaps | rise after best | tokens/s |\n"
-        << "|---|---|---|---|" << (with_paper ? "---|" : "") << "---|---|---|\n";
+  const std::string& reference = report.reference;
+  table << "| arm | runs | final val loss (mean) | gap to " << reference << " (mean ± std) |"
+        << (with_paper ? " paper |" : "")
+        << " 95% CI (paired t) | 95% CI (bootstrap) | verdict | per-seed gaps | rise after best "
+           "| tokens per run | tokens/s |\n"
+        << "|---|---|---|---|" << (with_paper ? "---|" : "") << "---|---|---|---|---|---|---|\n";
   for (const ArmReport& r : reports) {
     has_reference = has_reference || r.has_reference;
     table << "| `" << r.arm << "` | " << r.finished() << '/' << r.runs.size();
     if (!r.missing_seeds.empty()) table << " (missing seed " << JoinSeeds(r.missing_seeds) << ')';
     table << " | " << (r.mean_val_loss ? Fixed(*r.mean_val_loss, 4) : "—") << " | ";
-    std::string gaps = GapCells(r);
+    std::string gaps = GapCells(r, reference);
     if (with_paper) {  // the paper's column goes right after our mean gap
       const size_t bar = gaps.find(" | ");
       gaps.insert(bar, " | " + (r.paper.empty() ? std::string("—") : r.paper));
     }
     table << gaps << " | " << (r.rise_mean ? Fixed(*r.rise_mean, 4) : "—") << " | "
+          << TokensCell(r) << " | "
           << (r.tokens_per_s_mean ? FormatRate(*r.tokens_per_s_mean) : "—") << " |\n";
   }
   if (!has_reference) {
-    table << "\nNo `exact` arm in this sweep: gaps to exact are not reported.\n";
+    table << "\nNo `" << reference << "` arm in this sweep: gaps are not reported.\n";
   }
-  if (!report.swaps.empty()) table << SwapTable(report.swaps, with_paper);
+  if (!report.swaps.empty()) table << SwapTable(report.swaps, with_paper, reference);
   const bool diagnosed = std::any_of(reports.begin(), reports.end(),
                                      [](const ArmReport& r) { return r.zero_frac.has_value(); });
   if (diagnosed) table << DiagnosticsTable(reports);

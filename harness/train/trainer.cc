@@ -242,7 +242,7 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
       adam.v = state.adam_v;
       start = state.step;
     } else {
-      model.InitParams(config.seed);
+      model.InitParams(InitSeed(config));
     }
 
     std::vector<uint8_t> batch, inputs(share.count * T), targets(share.count * T);
@@ -257,7 +257,7 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
                                  " (LPATTN_FAIL_AT_STEP)");
       }
       const auto step_start = Clock::now();
-      TrainBatch(corpus.train, config.seed, uint64_t(step), B, T, batch);
+      TrainBatch(corpus.train, DataSeed(config), uint64_t(step), B, T, batch);
       for (size_t b = 0; b < share.count; ++b) {
         const auto window = batch.begin() + long((share.first + b) * (T + 1));
         std::copy_n(window, T, inputs.begin() + long(b * T));
@@ -315,6 +315,10 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
                         {"arm", config.arm},
                         {"preset", config.preset},
                         {"seed", config.seed},
+                        {"init_seed", InitSeed(config)},
+                        {"data_seed", DataSeed(config)},
+                        {"tokens", uint64_t(config.steps) * uint64_t(config.batch) *
+                                       uint64_t(config.model.context)},
                         {"threads", config.threads},
                         {"ranks", ranks.size()}};
     WriteFileAtomically((dir / "summary.json").string(), j.dump(2) + "\n");

@@ -1,6 +1,10 @@
 """The lpattn command's refusals (issue 20): each fails before writing anything, with a message
-that says what to write instead. Run by ctest as `test_cli.py <lpattn binary>`."""
+that says what to write instead; and the sweep options of docs/harness.md §3.4-3.5 (seeds,
+reference arm, intervals) end to end on a tiny sweep. Run by ctest as
+`test_cli.py <lpattn binary>`."""
+import json
 import os
+import random
 import subprocess
 import sys
 import tempfile
@@ -39,6 +43,65 @@ class Refusals(unittest.TestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("missing.txt", result.stderr)
         self.assertFalse(os.path.exists(self.out))
+
+    def test_both_seeds_fixed_is_refused(self):
+        result = lpattn("sweep", "--arms", "exact", "--seeds", "1,2", "--init-seed", "3",
+                        "--data-seed", "4", "--out", self.out)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("--init-seed and --data-seed are both fixed", result.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+    def test_reference_outside_the_arms_is_refused(self):
+        result = lpattn("sweep", "--arms", "exact,sink", "--seeds", "1", "--reference",
+                        "outgate", "--out", self.out)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("the reference arm 'outgate' is not one of the arms", result.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
+
+def write_corpus(path):
+    rng = random.Random(5)
+    words = ["the", "cat", "sat", "on", "a", "mat", "and", "dog", "ran", "far", "away"]
+    with open(path, "w") as f:
+        for _ in range(40):  # documents separated by blank lines
+            f.write(" ".join(rng.choice(words) for _ in range(120)) + "\n\n")
+
+
+class TinySweep(unittest.TestCase):
+    """Three seeds of two arms for a few steps, with one data order and a chosen reference."""
+
+    def test_reference_seeds_and_intervals(self):
+        with tempfile.TemporaryDirectory(prefix="lpattn-cli-") as tmp:
+            corpus, out = os.path.join(tmp, "corpus.txt"), os.path.join(tmp, "sweep")
+            write_corpus(corpus)
+            result = lpattn("sweep", "--arms", "exact,sink", "--seeds", "1,2,3", "--data-seed",
+                            "7", "--reference", "sink", "--steps", "4", "--eval-every", "2",
+                            "--eval-windows", "4", "--threads", "1", "--data", corpus,
+                            "--out", out)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            with open(os.path.join(out, "sweep.json")) as f:
+                self.assertEqual(json.load(f)["reference"], "sink")
+            with open(os.path.join(out, "exact", "seed-2", "summary.json")) as f:
+                summary = json.load(f)
+            self.assertEqual((summary["init_seed"], summary["data_seed"]), (2, 7))
+            with open(os.path.join(out, "report.json")) as f:
+                report = json.load(f)
+            self.assertEqual(report["reference"], "sink")
+            exact = report["arms"][0]["gap_to_reference"]
+            self.assertEqual(exact["n"], 3)
+            low, high = exact["t95"]
+            self.assertLess(low, exact["mean"])
+            self.assertGreater(high, exact["mean"])
+            self.assertIn(exact["verdict"], ("within noise", "worse", "better"))
+            self.assertIn("gap to sink (mean ± std)", result.stdout)
+            # The same runs paired with exact instead, without training again.
+            again = lpattn("report", out, "--reference", "exact")
+            self.assertEqual(again.returncode, 0, again.stderr)
+            self.assertIn("gap to exact (mean ± std)", again.stdout)
+            with open(os.path.join(out, "report.json")) as f:
+                sink = json.load(f)["arms"][1]["gap_to_reference"]
+            self.assertAlmostEqual(sink["mean"], -exact["mean"], places=12)
+            self.assertEqual(lpattn("report", out, "--reference", "tda").returncode, 1)
 
 
 if __name__ == "__main__":

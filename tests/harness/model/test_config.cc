@@ -36,6 +36,8 @@ void ExpectSameConfig(const TrainConfig& a, const TrainConfig& b) {
   EXPECT_EQ(a.model.context, b.model.context);
   EXPECT_EQ(a.model.vocab, b.model.vocab);
   EXPECT_EQ(a.seed, b.seed);
+  EXPECT_EQ(a.init_seed, b.init_seed);
+  EXPECT_EQ(a.data_seed, b.data_seed);
   EXPECT_EQ(a.batch, b.batch);
   EXPECT_EQ(a.steps, b.steps);
   EXPECT_EQ(bits(a.lr), bits(b.lr));
@@ -78,6 +80,8 @@ TrainConfig NonDefaultConfig() {
   c.data = "/data/corpus \"quoted\" \xc3\xa9.txt";
   c.threads = 2;
   c.precision = "bf16";
+  c.init_seed = 0;  // set, and 0: not the same as absent
+  c.data_seed = std::numeric_limits<uint64_t>::max();
   return c;
 }
 
@@ -301,6 +305,28 @@ TEST(ConfigJson, PrecisionIsWrittenOnlyWhenNotFp32) {
   EXPECT_NE(message.find("precision 'fp16': the dense products take fp32 or bf16"),
             std::string::npos)
       << message;
+}
+
+// init_seed and data_seed are written only when set, so older configs compare equal; the
+// seeds in force fall back to `seed`.
+TEST(ConfigJson, SeedsOfInitAndDataAreWrittenOnlyWhenSet) {
+  TrainConfig c = PresetConfig("small");
+  c.seed = 9;
+  EXPECT_FALSE(json(c).contains("init_seed"));
+  EXPECT_FALSE(json(c).contains("data_seed"));
+  EXPECT_EQ(InitSeed(c), 9u);
+  EXPECT_EQ(DataSeed(c), 9u);
+  c.data_seed = 4;
+  EXPECT_EQ(json(c).at("data_seed"), 4);
+  EXPECT_FALSE(json(c).contains("init_seed"));
+  EXPECT_EQ(InitSeed(c), 9u);
+  EXPECT_EQ(DataSeed(c), 4u);
+  const TrainConfig back = json(c).get<TrainConfig>();
+  EXPECT_FALSE(back.init_seed.has_value());
+  EXPECT_EQ(back.data_seed, std::optional<uint64_t>(4));
+  json bad = json(c);
+  bad["data_seed"] = -1;
+  EXPECT_THROW(bad.get<TrainConfig>(), std::invalid_argument);
 }
 
 TEST(ConfigJson, PresetsRoundTrip) {

@@ -111,6 +111,8 @@ TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Arms, ModelGradientTest,
                          ::testing::Values("exact", "sink", "offbyone", "outgate", "normgate",
                                            "projgate", "sink+normgate", "sink+projgate",
+                                           "outgate+sink", "outgate+normgate",
+                                           "outgate+projgate", "outgate+sink+normgate",
                                            "exact:softcap=2", "sink:softcap=2", "exact:alibi=1",
                                            "sink:softcap=3,alibi=1", "exact:window=3",
                                            "sink:window=2,alibi=1"));

@@ -137,7 +137,7 @@ TEST(SweepReport, GapsArePairedBySeed) {
   EXPECT_EQ(exact.finished(), 3);
   EXPECT_NEAR(*exact.mean_val_loss, 2.1, 1e-12);
   EXPECT_NEAR(*exact.tokens_per_s_mean, 2000.0, 1e-9);
-  EXPECT_NEAR(*exact.gap_mean, 0.0, 1e-12);
+  EXPECT_NEAR(*exact.gap.mean, 0.0, 1e-12);
 
   const ArmReport& sink = Find(reports, "sink");
   ASSERT_EQ(sink.gaps.size(), 3u);
@@ -145,17 +145,64 @@ TEST(SweepReport, GapsArePairedBySeed) {
   EXPECT_NEAR(sink.gaps[0].gap, 0.1, 1e-12);
   EXPECT_NEAR(sink.gaps[1].gap, 0.2, 1e-12);
   EXPECT_NEAR(sink.gaps[2].gap, 0.0, 1e-12);
-  EXPECT_NEAR(*sink.gap_mean, 0.1, 1e-12);
-  EXPECT_NEAR(*sink.gap_std, 0.1, 1e-12);  // sample std of {0.1, 0.2, 0.0}
+  EXPECT_NEAR(*sink.gap.mean, 0.1, 1e-12);
+  EXPECT_NEAR(*sink.gap.std_dev, 0.1, 1e-12);  // sample std of {0.1, 0.2, 0.0}
+  // 95% paired t interval: 0.1 ± t(0.975, 2) 0.1 / sqrt(3), t(0.975, 2) = 4.302653.
+  ASSERT_TRUE(sink.gap.t95.has_value());
+  EXPECT_NEAR(sink.gap.t95->low, 0.1 - 4.302653 * 0.1 / std::sqrt(3.0), 1e-6);
+  EXPECT_NEAR(sink.gap.t95->high, 0.1 + 4.302653 * 0.1 / std::sqrt(3.0), 1e-6);
+  // The bootstrap's resampled means lie between the smallest and largest gap.
+  ASSERT_TRUE(sink.gap.bootstrap95.has_value());
+  EXPECT_GE(sink.gap.bootstrap95->low, 0.0);
+  EXPECT_LT(sink.gap.bootstrap95->low, 0.1);
+  EXPECT_GT(sink.gap.bootstrap95->high, 0.1);
+  EXPECT_LE(sink.gap.bootstrap95->high, 0.2 + 1e-12);
+  EXPECT_EQ(sink.verdict, "within noise");
   EXPECT_TRUE(sink.missing_seeds.empty());
   EXPECT_TRUE(sink.unpaired_seeds.empty());
+  const TrainConfig tiny = PresetConfig("tiny");
+  const uint64_t tokens = uint64_t(tiny.steps) * uint64_t(tiny.batch) * uint64_t(tiny.model.context);
+  EXPECT_EQ(sink.runs[0].tokens, tokens);  // old summaries: from the sweep's config
 
   const std::string table = FormatReportTable(report);
-  EXPECT_NE(table.find("| `sink` | 3/3 | 2.2000 | +0.1000 ± 0.1000 (n=3) | "
-                       "1: +0.1000, 2: +0.2000, 3: +0.0000 | — | 1.0k |"),
+  EXPECT_NE(table.find("| `sink` | 3/3 | 2.2000 | +0.1000 ± 0.1000 (n=3) | [-0.1484, +0.3484] | "),
             std::string::npos)
       << table;
+  EXPECT_NE(table.find(" | within noise | 1: +0.1000, 2: +0.2000, 3: +0.0000 | — | "),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| 1.0k |"), std::string::npos) << table;
   EXPECT_NE(table.find("| `exact` | 3/3 | 2.1000 | reference |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| `exact` | 3/3 | 2.1000 | reference |"), std::string::npos) << table;
+  const json saved = ReadJsonFile(dir / "report.json");
+  EXPECT_EQ(saved["arms"][1]["gap_to_reference"]["verdict"], "within noise");
+  EXPECT_NEAR(saved["arms"][1]["gap_to_reference"]["t95"][0].get<double>(), sink.gap.t95->low,
+              1e-12);
+  EXPECT_EQ(saved["arms"][1]["runs"][0]["tokens"].get<uint64_t>(), tokens);
+}
+
+TEST(SweepReport, AGapWhoseIntervalExcludesZeroIsNotNoise) {
+  ScratchDir dir("sweep-verdict");
+  WriteSyntheticSweep(dir, {"exact", "kint", "sink"}, {1, 2, 3},
+                      {{"exact", 1, 2.0}, {"exact", 2, 2.1}, {"exact", 3, 2.2},
+                       {"kint", 1, 2.30}, {"kint", 2, 2.41}, {"kint", 3, 2.49},
+                       {"sink", 1, 1.90}, {"sink", 2, 2.01}, {"sink", 3, 2.09}});
+  const SweepReport report = ReportSweep(dir.path.string());
+  EXPECT_EQ(Find(report.arms, "kint").verdict, "worse");
+  EXPECT_EQ(Find(report.arms, "sink").verdict, "better");
+  EXPECT_GT(Find(report.arms, "kint").gap.t95->low, 0.0);
+  EXPECT_NE(FormatReportTable(report).find("| worse |"), std::string::npos);
+
+  // Another reference: every gap is paired with sink's runs instead.
+  const SweepReport against_sink = ReportSweep(dir.path.string(), "sink");
+  EXPECT_EQ(against_sink.reference, "sink");
+  EXPECT_NEAR(*Find(against_sink.arms, "exact").gap.mean, 0.1, 1e-12);
+  EXPECT_EQ(Find(against_sink.arms, "exact").verdict, "worse");
+  const std::string table = FormatReportTable(against_sink);
+  EXPECT_NE(table.find("gap to sink (mean ± std)"), std::string::npos) << table;
+  EXPECT_NE(table.find("| `sink` | 3/3 | 2.0000 | reference |"), std::string::npos) << table;
+  EXPECT_EQ(ReadJsonFile(dir / "report.json")["reference"], "sink");
+  EXPECT_THROW(ReportSweep(dir.path.string(), "outgate"), std::invalid_argument);
 }
 
 TEST(SweepReport, MissingSeedsAreReportedNotDropped) {
@@ -175,20 +222,23 @@ TEST(SweepReport, MissingSeedsAreReportedNotDropped) {
   EXPECT_EQ(sink.gaps[0].seed, 1u);
   EXPECT_NEAR(sink.gaps[0].gap, 0.25, 1e-12);
   EXPECT_EQ(sink.unpaired_seeds, (std::vector<uint64_t>{3}));
-  EXPECT_FALSE(sink.gap_std.has_value());  // one gap: no sample std
+  EXPECT_FALSE(sink.gap.std_dev.has_value());  // one gap: no sample std
+  EXPECT_FALSE(sink.gap.t95.has_value());
+  EXPECT_EQ(sink.verdict, "n=1: no interval");
   EXPECT_NEAR(*sink.mean_val_loss, 2.375, 1e-12);
 
   const std::string table = FormatReportTable(report);
   EXPECT_NE(table.find("2/3 (missing seed 2)"), std::string::npos) << table;
   EXPECT_NE(table.find("2/3 (missing seed 3)"), std::string::npos) << table;
-  EXPECT_NE(table.find("+0.2500 (n=1) | 1: +0.2500, 3: no exact run"), std::string::npos)
+  EXPECT_NE(table.find("+0.2500 (n=1) | — | — | n=1: no interval | 1: +0.2500, 3: no exact run"),
+            std::string::npos)
       << table;
 
   const json saved = ReadJsonFile(dir / "report.json");
   EXPECT_EQ(saved["reference"], "exact");
   EXPECT_EQ(saved["arms"][1]["missing_seeds"], json::array({2}));
-  EXPECT_EQ(saved["arms"][1]["gap_to_exact"]["unpaired_seeds"], json::array({3}));
-  EXPECT_TRUE(saved["arms"][1]["gap_to_exact"]["std"].is_null());
+  EXPECT_EQ(saved["arms"][1]["gap_to_reference"]["unpaired_seeds"], json::array({3}));
+  EXPECT_TRUE(saved["arms"][1]["gap_to_reference"]["std"].is_null());
   EXPECT_TRUE(saved["arms"][1]["runs"][1]["final_val_loss"].is_null());
 }
 
@@ -200,9 +250,10 @@ TEST(SweepReport, ArmWithoutRunsHasNoMeans) {
   const ArmReport& outgate = Find(reports, "outgate");
   EXPECT_EQ(outgate.finished(), 0);
   EXPECT_FALSE(outgate.mean_val_loss.has_value());
-  EXPECT_FALSE(outgate.gap_mean.has_value());
+  EXPECT_FALSE(outgate.gap.mean.has_value());
   const std::string table = FormatReportTable(report);
-  EXPECT_NE(table.find("| `outgate` | 0/1 (missing seed 1) | — | no paired seeds | — | — | — |"),
+  EXPECT_NE(table.find("| `outgate` | 0/1 (missing seed 1) | — | no paired seeds | — | — | "
+                       "no paired seeds | — | — | — | — |"),
             std::string::npos)
       << table;
 }
@@ -217,16 +268,16 @@ TEST(SweepReport, WithoutExactThereAreNoGaps) {
   for (const ArmReport& r : reports) {
     EXPECT_FALSE(r.has_reference);
     EXPECT_TRUE(r.gaps.empty());
-    EXPECT_FALSE(r.gap_mean.has_value());
+    EXPECT_FALSE(r.gap.mean.has_value());
   }
   EXPECT_NEAR(*Find(reports, "sink").mean_val_loss, 2.1, 1e-12);
   const std::string table = FormatReportTable(report);
-  EXPECT_NE(table.find("| n/a | n/a |"), std::string::npos) << table;
+  EXPECT_NE(table.find("| n/a | n/a | n/a | n/a | n/a |"), std::string::npos) << table;
   EXPECT_NE(table.find("No `exact` arm in this sweep"), std::string::npos) << table;
 
   const json saved = ReadJsonFile(dir / "report.json");
   EXPECT_TRUE(saved["reference"].is_null());
-  EXPECT_TRUE(saved["arms"][0]["gap_to_exact"].is_null());
+  EXPECT_TRUE(saved["arms"][0]["gap_to_reference"].is_null());
   std::ifstream md(dir / "report.md");
   const std::string markdown((std::istreambuf_iterator<char>(md)), {});
   EXPECT_NE(markdown.find("No `exact` arm"), std::string::npos) << markdown;
@@ -249,7 +300,7 @@ TEST(SweepReport, RiseIsFinalMinusBestValidationLoss) {
   EXPECT_DOUBLE_EQ(*exact.runs[1].best_val_loss, 2.0);
   ASSERT_TRUE(exact.rise_mean.has_value());
   EXPECT_NEAR(*exact.rise_mean, 0.1, 1e-12);  // (0.2 + 0) / 2
-  EXPECT_NE(FormatReportTable(report).find("| reference | — | 0.1000 | 1.0k |"), std::string::npos)
+  EXPECT_NE(FormatReportTable(report).find("| reference | — | — | — | — | 0.1000 | 154k | 1.0k |"), std::string::npos)
       << FormatReportTable(report);
 }
 
@@ -304,7 +355,8 @@ TEST(SweepReport, PlanSweepsShowThePaperColumnAndTheSwaps) {
   EXPECT_FALSE(swap.change_std.has_value());
 
   const std::string table = FormatReportTable(report);
-  EXPECT_NE(table.find("| `" + k2 + "` | 2/2 | 2.2500 | +0.1500 ± 0.0707 (n=2) | +0.5 | 1: "),
+  EXPECT_NE(table.find("| `" + k2 + "` | 2/2 | 2.2500 | +0.1500 ± 0.0707 (n=2) | +0.5 | [-0.4853, "
+                       "+0.7853] | [+0.1000, +0.2000] | within noise | 1: "),
             std::string::npos)
       << table;
   EXPECT_NE(table.find("| `" + k2 + "` | `exact` | 1/2 (missing seed 2) | 3.1000 | "
@@ -395,7 +447,7 @@ TEST(SweepRun, SkipsFinishedRunsAndResumesStoppedOnes) {
   // A run resumed at its last step takes its final loss back from metrics.csv, written with
   // 17 significant digits: the same double.
   EXPECT_EQ(first[1].runs[0].final_val_loss, second[1].runs[0].final_val_loss);
-  ASSERT_TRUE(second[1].gap_mean.has_value());
+  ASSERT_TRUE(second[1].gap.mean.has_value());
 
   // One stopped before its first checkpoint has nothing to resume: it starts again.
   fs::remove(out + "/exact/seed-7/summary.json");

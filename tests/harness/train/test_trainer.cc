@@ -83,6 +83,39 @@ TEST(Trainer, SameSeedSameNumbers) {
             ReadCheckpoint(dir / "b/checkpoint.bin").params);
 }
 
+// --init-seed and --data-seed: a run is a function of the two seeds in force, not of `seed`.
+TEST(Trainer, InitAndDataSeedsEachSetOneSourceOfRandomness) {
+  ScratchDir dir("lpattn-seeds");
+  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  c.steps = 4;
+  c.eval_every = 2;
+  c.checkpoint_every = 4;
+  TrainConfig init3_data1 = c, data1_init3 = c, data2_init3 = c, init4_data1 = c;
+  init3_data1.seed = 3;
+  init3_data1.data_seed = 1;
+  data1_init3.seed = 1;
+  data1_init3.init_seed = 3;
+  data2_init3.seed = 2;
+  data2_init3.init_seed = 3;
+  init4_data1.seed = 1;
+  init4_data1.init_seed = 4;
+  TrainRun(init3_data1, dir / "a", false, nullptr);
+  TrainRun(data1_init3, dir / "b", false, nullptr);
+  TrainRun(data2_init3, dir / "c", false, nullptr);
+  TrainRun(init4_data1, dir / "d", false, nullptr);
+  const auto params = [&](const char* run) {
+    return ReadCheckpoint(dir / (std::string(run) + "/checkpoint.bin")).params;
+  };
+  EXPECT_EQ(params("a"), params("b"));  // the same two seeds in force
+  EXPECT_NE(params("b"), params("c"));  // another data order
+  EXPECT_NE(params("b"), params("d"));  // another initialisation
+  const nlohmann::json summary = nlohmann::json::parse(std::ifstream(dir / "a/summary.json"));
+  EXPECT_EQ(summary.at("seed"), 3);
+  EXPECT_EQ(summary.at("init_seed"), 3);
+  EXPECT_EQ(summary.at("data_seed"), 1);
+  EXPECT_EQ(summary.at("tokens"), 4 * c.batch * c.model.context);
+}
+
 TEST(Trainer, ResumeEndsIdenticalToAnUninterruptedRun) {
   ScratchDir dir("lpattn-resume");
   const TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
