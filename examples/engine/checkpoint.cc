@@ -144,6 +144,11 @@ Checkpoint LoadCheckpoint(const std::string& path) {
   const auto& model = config.at("model");
   ck.model = {model.at("n_layer"), model.at("n_head"), model.at("n_embd"), model.at("context"),
               model.at("vocab")};
+  if (model.value("pos", std::string("learned")) != "learned") {
+    // Rotary positions (`--pos rope`) are not served by this example: its decode adds wpe.
+    Fail(path, "uses positions '" + model.at("pos").get<std::string>() +
+                   "'; this engine serves learned positions only");
+  }
   ck.arm_text = config.at("arm");
   ck.arm = ParseArm(ck.arm_text);
   ck.step = r.Read<int64_t>("step");

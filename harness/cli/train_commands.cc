@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -113,7 +114,7 @@ std::string AbsolutePath(const std::string& path) {
 }
 
 void AddConfigOptions(CLI::App* command, ConfigOptions& options) {
-  command->add_option("--preset", options.preset, "model preset: tiny, small, medium")
+  command->add_option("--preset", options.preset, "model preset: tiny, small, medium, large")
       ->capture_default_str();
   AddOverride<int>(command, options, "--steps", "optimiser steps",
                    [](TrainConfig& c, int v) { c.steps = v; });
@@ -148,6 +149,10 @@ void AddConfigOptions(CLI::App* command, ConfigOptions& options) {
                         [](TrainConfig& c, uint64_t v) { c.data_seed = v; });
   AddOverride<int>(command, options, "--batch", "windows per step",
                    [](TrainConfig& c, int v) { c.batch = v; });
+  AddOverride<std::string>(command, options, "--pos",
+                           "positions: learned (an embedding per position) or rope (rotary, "
+                           "base 10000; evaluable at a longer context)",
+                           [](TrainConfig& c, const std::string& v) { c.model.pos = v; });
   AddOverride<int>(command, options, "--context", "tokens per window",
                    [](TrainConfig& c, int v) { c.model.context = v; });
   AddOverride<int>(command, options, "--layers", "transformer blocks",
@@ -258,6 +263,9 @@ int RunTrain(const TrainOptions& options) {
 
 struct EvalOptions {
   std::string checkpoint, arm, data;
+  std::string context;  // "4x" (times the trained context) or a token count; empty: trained
+  int windows = 0;      // 0: the run's eval_windows
+  std::string out;      // JSON of the per-position table, with --context
 };
 
 CLI::App* AddEval(CLI::App& app, EvalOptions& options) {
@@ -266,12 +274,72 @@ CLI::App* AddEval(CLI::App& app, EvalOptions& options) {
   eval->add_option("--checkpoint", options.checkpoint, "checkpoint.bin of a run")->required();
   eval->add_option("--arm", options.arm, "evaluate with this arm (default: the trained one)");
   eval->add_option("--data", options.data, "corpus file (default: the run's)");
+  eval->add_option("--context", options.context,
+                   "evaluate at this context: <n>x the trained one (4x) or a token count; "
+                   "prints loss and attention dispersion per position bucket (rotary models "
+                   "for a context other than the trained one)");
+  eval->add_option("--windows", options.windows,
+                   "validation windows with --context (default: the run's eval_windows)")
+      ->check(CLI::Range(1, 1 << 20));
+  eval->add_option("--out", options.out, "with --context: also write the table as JSON here");
   return eval;
+}
+
+// "4x" -> 4 * trained, "1024" -> 1024; throws std::invalid_argument naming the text otherwise.
+int64_t ParseContext(const std::string& text, int64_t trained) {
+  const bool times = !text.empty() && text.back() == 'x';
+  const std::string number = times ? text.substr(0, text.size() - 1) : text;
+  char* end = nullptr;
+  const long long value = std::strtoll(number.c_str(), &end, 10);
+  if (number.empty() || *end != '\0' || value < 1 || value > (1 << 20)) {
+    throw std::invalid_argument("eval: --context '" + text +
+                                "' must be a token count or a multiple such as 4x");
+  }
+  return times ? int64_t(value) * trained : int64_t(value);
+}
+
+int RunEvalAtContext(const EvalOptions& options, const harness::CheckpointState& state) {
+  const int64_t context = ParseContext(options.context, state.config.model.context);
+  const fs::path out_dir = fs::path(options.out).parent_path();
+  if (!options.out.empty() && !out_dir.empty() && !fs::is_directory(out_dir)) {
+    throw std::invalid_argument("eval: the folder of --out " + options.out + " does not exist");
+  }
+  const int64_t windows = options.windows > 0 ? options.windows : state.config.eval_windows;
+  const harness::ContextEvaluation e = harness::EvaluateAtContext(
+      options.checkpoint, options.arm, AbsolutePath(options.data), context, windows);
+  std::printf("checkpoint  %s (preset %s, step %lld, positions %s)\n", options.checkpoint.c_str(),
+              state.config.preset.c_str(), static_cast<long long>(state.step), e.pos.c_str());
+  std::printf("arm         %s\n", e.arm.c_str());
+  std::printf("context     %lld (trained at %lld), %lld windows\n",
+              static_cast<long long>(e.context), static_cast<long long>(e.trained_context),
+              static_cast<long long>(e.windows));
+  std::printf("val loss    %.4f\n\n", e.val_loss);
+  std::printf("| positions | loss | attention entropy (nats) | max weight |\n|---|---|---|---|\n");
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const harness::PositionBucket& b : e.buckets) {
+    std::printf("| %lld-%lld | %.4f | %.3f | %.3f |\n", static_cast<long long>(b.begin),
+                static_cast<long long>(b.end - 1), b.loss, b.entropy, b.max_weight);
+    buckets.push_back({{"begin", b.begin}, {"end", b.end}, {"loss", b.loss},
+                       {"entropy", b.entropy}, {"max_weight", b.max_weight}});
+  }
+  if (!options.out.empty()) {
+    const nlohmann::json j = {{"checkpoint", options.checkpoint}, {"arm", e.arm},
+                              {"pos", e.pos}, {"trained_context", e.trained_context},
+                              {"context", e.context}, {"windows", e.windows},
+                              {"val_loss", e.val_loss}, {"buckets", buckets}};
+    harness::WriteFileAtomically(options.out, j.dump(2) + "\n");
+    std::printf("\nwrote %s\n", options.out.c_str());
+  }
+  return 0;
 }
 
 int RunEval(const EvalOptions& options) {
   if (!options.arm.empty()) CheckArm(options.arm);
   const harness::CheckpointState state = harness::ReadCheckpoint(options.checkpoint);
+  if (!options.context.empty()) return RunEvalAtContext(options, state);
+  if (options.windows > 0 || !options.out.empty()) {
+    throw std::invalid_argument("eval: --windows and --out go with --context");
+  }
   const double loss =
       harness::EvaluateCheckpoint(options.checkpoint, options.arm, AbsolutePath(options.data));
   const std::string& trained = state.config.arm;

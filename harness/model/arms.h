@@ -55,6 +55,26 @@ inline void RowScores(const ArmShape& s, const float* q, const float* k, size_t 
   }
 }
 
+// Adds one row's dispersion to bucket `bucket` of d: the entropy of its |w| / total shares and
+// its largest share.
+inline void AddDispersion(HeadDiagnostics& d, size_t bucket, const std::vector<double>& w,
+                          double total) {
+  if (d.bucket_rows.size() <= bucket) {
+    d.bucket_rows.resize(bucket + 1, 0.0);
+    d.bucket_entropy.resize(bucket + 1, 0.0);
+    d.bucket_max.resize(bucket + 1, 0.0);
+  }
+  double entropy = 0.0, largest = 0.0;
+  for (const double x : w) {
+    const double share = std::abs(x) / total;
+    if (share > 0.0) entropy -= share * std::log(share);
+    largest = std::max(largest, share);
+  }
+  d.bucket_rows[bucket] += 1.0;
+  d.bucket_entropy[bucket] += entropy;
+  d.bucket_max[bucket] += largest;
+}
+
 // Every causal row of every (batch, head): weigh(b, h, i, scores, weights, abstention) fills
 // the row's weights, whose zeros and first-token share are added to per_head[h].
 template <class Weigh>
@@ -73,6 +93,7 @@ inline void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Wei
         d.zeros += double(std::count(w.begin(), w.end(), 0.0));
         d.first_mass += total > 0.0 ? std::abs(w[0]) / total * (1.0 - abstention) : 0.0;
         d.abstention += abstention;
+        if (d.length_bucket > 0 && total > 0.0) AddDispersion(d, i / d.length_bucket, w, total);
       }
     }
   }

@@ -43,6 +43,11 @@ struct HeadDiagnostics {
   double zeros = 0.0;
   double first_mass = 0.0;  // summed over rows
   double abstention = 0.0;  // summed over rows (0 without a sink)
+  // Dispersion by row length (docs/harness.md §3.8), kept when length_bucket > 0: row i (it
+  // sees i + 1 keys) falls in bucket i / length_bucket, which sums its rows, the entropy (nats)
+  // of its |w| shares and its largest share.
+  size_t length_bucket = 0;
+  std::vector<double> bucket_rows, bucket_entropy, bucket_max;
 };
 
 class AttentionArm {

@@ -140,13 +140,14 @@ class StrictObject {
 };
 
 void FromJsonModel(const json& j, const std::string& where, ModelConfig& m) {
-  const StrictObject o(j, where, {"n_layer", "n_head", "n_embd", "context", "vocab"});
+  const StrictObject o(j, where, {"n_layer", "n_head", "n_embd", "context", "vocab", "pos"});
   ModelConfig out;
   out.n_layer = o.Int("n_layer");
   out.n_head = o.Int("n_head");
   out.n_embd = o.Int("n_embd");
   out.context = o.Int("context");
   out.vocab = o.Int("vocab");
+  if (j.contains("pos")) out.pos = o.String("pos");  // absent: learned
   m = out;
 }
 
@@ -208,9 +209,15 @@ TrainConfig PresetConfig(const std::string& preset) {
     c.steps = 2000;
     c.warmup_steps = 100;
     c.eval_every = 100;
+  } else if (preset == "large") {
+    c.model = {.n_layer = 8, .n_head = 8, .n_embd = 256, .context = 256, .vocab = kByteVocab};
+    c.batch = 8;
+    c.steps = 2000;
+    c.warmup_steps = 100;
+    c.eval_every = 100;
   } else {
     throw std::invalid_argument("unknown preset '" + preset +
-                                "' (known presets: tiny, small, medium)");
+                                "' (known presets: tiny, small, medium, large)");
   }
   c.checkpoint_every = 2 * c.eval_every;
   return c;
@@ -237,6 +244,12 @@ void ValidateConfig(const TrainConfig& c) {
             ") must be at most " + std::to_string(kMaxHeadDim) + " (the kernels' limit)");
   }
   CheckIntRange("context", m.context, 1, kMaxContext);
+  if (m.pos != "learned" && m.pos != "rope") {
+    Invalid("pos '" + m.pos + "' must be learned or rope");
+  }
+  if (m.pos == "rope" && (m.n_embd / m.n_head) % 2 != 0) {
+    Invalid("pos rope needs an even head dimension, not " + std::to_string(m.n_embd / m.n_head));
+  }
   if (m.vocab != kByteVocab) {
     Invalid("vocab (" + std::to_string(m.vocab) + ") must be " + std::to_string(kByteVocab) +
             " (byte-level tokens)");
@@ -279,6 +292,7 @@ void to_json(nlohmann::json& j, const ModelConfig& m) {
                      {"n_embd", m.n_embd},
                      {"context", m.context},
                      {"vocab", m.vocab}};
+  if (m.pos != "learned") j["pos"] = m.pos;  // older configs have no field: learned
 }
 
 void from_json(const nlohmann::json& j, ModelConfig& m) { FromJsonModel(j, "model", m); }

@@ -17,6 +17,10 @@ struct ModelConfig {
   int n_embd = 64;
   int context = 64;  // T: tokens per training window
   int vocab = 256;   // bytes
+  // Positions (docs/harness.md §1.1): "learned" (an embedding wpe [context, C] added to the
+  // tokens') or "rope" (rotary embeddings on each head's q and k, no parameters, so the model
+  // can be evaluated at a longer context than it was trained at).
+  std::string pos = "learned";
 };
 
 struct TrainConfig {
@@ -50,7 +54,7 @@ struct TrainConfig {
 uint64_t InitSeed(const TrainConfig& config);
 uint64_t DataSeed(const TrainConfig& config);
 
-// Presets `tiny`, `small`, `medium` (names are part of the interface). Throws
+// Presets `tiny`, `small`, `medium`, `large` (names are part of the interface). Throws
 // std::invalid_argument naming the known presets for any other name.
 TrainConfig PresetConfig(const std::string& preset);
 

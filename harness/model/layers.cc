@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
 #include <vector>
 
 namespace lpattn::harness {
@@ -94,6 +95,10 @@ void EncoderForward(float* out, const uint8_t* tokens, const float* wte, const f
     for (size_t t = 0; t < T; ++t) {
       float* out_bt = out + (b * T + t) * C;
       const float* wte_ix = wte + static_cast<size_t>(tokens[b * T + t]) * C;
+      if (wpe == nullptr) {
+        std::copy_n(wte_ix, C, out_bt);
+        continue;
+      }
       const float* wpe_t = wpe + t * C;
       for (size_t i = 0; i < C; ++i) out_bt[i] = wte_ix[i] + wpe_t[i];
     }
@@ -107,13 +112,69 @@ void EncoderBackward(float* dwte, float* dwpe, const float* dout, const uint8_t*
     for (size_t t = 0; t < T; ++t) {
       const float* dout_bt = dout + (b * T + t) * C;
       float* dwte_ix = dwte + static_cast<size_t>(tokens[b * T + t]) * C;
+      for (size_t i = 0; i < C; ++i) dwte_ix[i] += dout_bt[i];
+      if (dwpe == nullptr) continue;
       float* dwpe_t = dwpe + t * C;
-      for (size_t i = 0; i < C; ++i) {
-        dwte_ix[i] += dout_bt[i];
-        dwpe_t[i] += dout_bt[i];
-      }
+      for (size_t i = 0; i < C; ++i) dwpe_t[i] += dout_bt[i];
     }
   }
+}
+
+RopeTable MakeRopeTable(size_t T, size_t head_dim, double base) {
+  if (head_dim % 2 != 0) throw std::invalid_argument("rotary embeddings need an even head_dim");
+  RopeTable table;
+  table.T = T;
+  table.half = head_dim / 2;
+  table.cos.resize(T * table.half);
+  table.sin.resize(T * table.half);
+  for (size_t i = 0; i < table.half; ++i) {
+    const double frequency = std::pow(base, -2.0 * double(i) / double(head_dim));
+    for (size_t t = 0; t < T; ++t) {
+      table.cos[t * table.half + i] = float(std::cos(double(t) * frequency));
+      table.sin[t * table.half + i] = float(std::sin(double(t) * frequency));
+    }
+  }
+  return table;
+}
+
+namespace {
+
+// Turns the pairs of q and k (the first 2C of each row of qkv) by +angle (sign 1, forward) or
+// -angle (sign -1: the transpose, backward).
+void RotatePairs(float* qkv, const RopeTable& table, size_t B, size_t T, size_t C,
+                 size_t n_head, float sign) {
+  const size_t half = table.half;
+  if (table.T < T || 2 * half * n_head != C) {
+    throw std::invalid_argument("RopeForward: the table does not fit the shape");
+  }
+  ForBlocks(B * T, kRowBlock, [&](size_t r0, size_t r1) {
+    for (size_t row = r0; row < r1; ++row) {
+      const float* cos_t = table.cos.data() + (row % T) * half;
+      const float* sin_t = table.sin.data() + (row % T) * half;
+      float* x = qkv + row * 3 * C;
+      for (size_t head = 0; head < 2 * n_head; ++head) {  // q's heads, then k's
+        float* pair = x + head * 2 * half;
+        for (size_t i = 0; i < half; ++i) {
+          const float a = pair[2 * i], b = pair[2 * i + 1];
+          const float c = cos_t[i], s = sign * sin_t[i];
+          pair[2 * i] = a * c - b * s;
+          pair[2 * i + 1] = a * s + b * c;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void RopeForward(float* qkv, const RopeTable& table, size_t B, size_t T, size_t C,
+                 size_t n_head) {
+  RotatePairs(qkv, table, B, T, C, n_head, 1.0f);
+}
+
+void RopeBackward(float* dqkv, const RopeTable& table, size_t B, size_t T, size_t C,
+                  size_t n_head) {
+  RotatePairs(dqkv, table, B, T, C, n_head, -1.0f);
 }
 
 // out = (inp - mean) * rstd * weight + bias over each row of C; saves mean and rstd.

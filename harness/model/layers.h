@@ -13,16 +13,33 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "harness/model/dense_product.h"
 
 namespace lpattn::harness {
 
-// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] (wpe null: no learned positions, `--pos rope`)
 void EncoderForward(float* out, const uint8_t* tokens, const float* wte, const float* wpe,
                     size_t B, size_t T, size_t C);
 void EncoderBackward(float* dwte, float* dwpe, const float* dout, const uint8_t* tokens,
                      size_t B, size_t T, size_t C);
+
+// Rotary position embeddings (docs/harness.md §1.1, `--pos rope`): in each head of D channels,
+// the pairs (2i, 2i + 1) of q and k at position t turn by the angle t * base^(-2i / D), base
+// 10000. The angles' cosines and sines for positions 0..T-1, computed in double.
+struct RopeTable {
+  size_t T = 0, half = 0;       // positions, pairs per head (D / 2)
+  std::vector<float> cos, sin;  // [T, half]
+};
+RopeTable MakeRopeTable(size_t T, size_t head_dim, double base = 10000.0);
+// Rotates q and k of qkv [B, T, 3C] in place (v untouched); C = n_head * head_dim, head_dim
+// even, table.T >= T.
+void RopeForward(float* qkv, const RopeTable& table, size_t B, size_t T, size_t C,
+                 size_t n_head);
+// The backward pass: the transposed rotation of dq and dk of dqkv [B, T, 3C], in place.
+void RopeBackward(float* dqkv, const RopeTable& table, size_t B, size_t T, size_t C,
+                  size_t n_head);
 
 // LayerNorm over C with eps 1e-5; saves mean and rstd ([B*T]) for the backward pass.
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp,

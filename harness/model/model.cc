@@ -15,7 +15,9 @@ namespace lpattn::harness {
 Gpt::Gpt(const ModelConfig& model, const std::string& arm, size_t max_batch)
     : model_(model), arm_(MakeArm(arm)) {
   if (model.n_layer < 1 || model.n_head < 1 || model.n_embd % model.n_head != 0 ||
-      model.context < 1 || model.vocab != 256 || max_batch < 1) {
+      model.context < 1 || model.vocab != 256 || max_batch < 1 ||
+      (model.pos != "learned" && model.pos != "rope") ||
+      (model.pos == "rope" && (model.n_embd / model.n_head) % 2 != 0)) {
     throw std::invalid_argument("Gpt: invalid model shape");
   }
   Layout(max_batch);
@@ -38,7 +40,9 @@ void Gpt::Layout(size_t max_batch) {
     return offset;
   };
   wte_ = param("wte", V * C, true);
-  wpe_ = param("wpe", T * C, true);
+  // Rotary positions have no parameters: the same weights serve any context.
+  wpe_ = model_.pos == "rope" ? kNoTensor : param("wpe", T * C, true);
+  if (model_.pos == "rope") rope_ = MakeRopeTable(T, C / size_t(model_.n_head));
   encoded_ = act(N * C);
   const ArmShape shape{max_batch, T, C, size_t(model_.n_head)};
   blocks_.assign(size_t(model_.n_layer), Block{});
@@ -134,13 +138,17 @@ void Gpt::SetArm(const std::string& arm) {
   params_ = std::move(params);
 }
 
-void Gpt::Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer) const {
+void Gpt::Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer,
+                   size_t length_bucket) const {
   if (batch_ == 0) throw std::logic_error("Gpt::Diagnose: no forward pass yet");
   const ArmShape shape{batch_, size_t(model_.context), size_t(model_.n_embd), size_t(model_.n_head)};
   per_layer.resize(blocks_.size());
   for (size_t l = 0; l < blocks_.size(); ++l) {
     const Block& b = blocks_[l];
-    per_layer[l].resize(shape.n_head);
+    if (per_layer[l].empty()) {
+      per_layer[l].resize(shape.n_head);
+      for (HeadDiagnostics& d : per_layer[l]) d.length_bucket = length_bucket;
+    }
     arm_->Diagnose(shape, params_.data() + b.arm, acts_.data() + b.qkv, acts_.data() + b.ln1,
                    acts_.data() + b.arm_act, per_layer[l].data());
   }
@@ -157,11 +165,14 @@ float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) 
   const DenseFormat dense = dense_format();
   const ArmShape shape{batch, T, C, size_t(model_.n_head), dense};
 
-  EncoderForward(A + encoded_, inputs, P + wte_, P + wpe_, batch, T, C);
+  const float* wpe = wpe_ == kNoTensor ? nullptr : P + wpe_;
+  const size_t H = size_t(model_.n_head);
+  EncoderForward(A + encoded_, inputs, P + wte_, wpe, batch, T, C);
   const float* residual = A + encoded_;
   for (const Block& b : blocks_) {
     LayerNormForward(A + b.ln1, A + b.ln1_mean, A + b.ln1_rstd, residual, P + b.ln1w, P + b.ln1b, N, C);
     MatmulForward(A + b.qkv, A + b.ln1, P + b.qkvw, P + b.qkvb, N, C, 3 * C, dense);
+    if (wpe == nullptr) RopeForward(A + b.qkv, rope_, batch, T, C, H);  // q, k rotated in place
     arm_->Forward(shape, P + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty);
     MatmulForward(A + b.attproj, A + b.atty, P + b.attprojw, P + b.attprojb, N, C, C, dense);
     ResidualForward(A + b.res2, residual, A + b.attproj, N * C);
@@ -227,12 +238,14 @@ void Gpt::Backward() {
     zero(b.ln1);  // the arm may add to it (outgate's gate reads ln1) before the qkv product
     arm_->Backward(shape, P + b.arm, G + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty,
                    D + b.atty, D + b.qkv, D + b.ln1);
+    if (wpe_ == kNoTensor) RopeBackward(D + b.qkv, rope_, batch_, T, C, size_t(model_.n_head));
     MatmulBackward(D + b.ln1, G + b.qkvw, G + b.qkvb, D + b.qkv, A + b.ln1, P + b.qkvw, N, C,
                    3 * C, Write::kAccumulate, dense);
     LayerNormBackward(D + residual, G + b.ln1w, G + b.ln1b, D + b.ln1, A + residual, P + b.ln1w,
                       A + b.ln1_mean, A + b.ln1_rstd, N, C);
   }
-  EncoderBackward(G + wte_, G + wpe_, D + encoded_, inputs_.data(), batch_, T, C);
+  EncoderBackward(G + wte_, wpe_ == kNoTensor ? nullptr : G + wpe_, D + encoded_, inputs_.data(),
+                  batch_, T, C);
 }
 
 }  // namespace lpattn::harness

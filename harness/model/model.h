@@ -1,4 +1,4 @@
-// The GPT of docs/harness.md §1: byte tokens, learned positions, pre-LayerNorm blocks
+// The GPT of docs/harness.md §1: byte tokens, learned or rotary positions, pre-LayerNorm blocks
 // (x += Attn(LN(x)); x += MLP(LN(x))), a 4x tanh-GELU MLP, a final LayerNorm, a head tied to
 // the token embedding, cross-entropy. Parameters, gradients and activations each live in one
 // arena; the attention of every block goes through an AttentionArm.
@@ -13,6 +13,7 @@
 
 #include "harness/model/attention_arm.h"
 #include "harness/model/config.h"
+#include "harness/model/layers.h"
 
 namespace lpattn::harness {
 
@@ -37,14 +38,18 @@ class Gpt {
   // Gradients of the last Forward's mean loss, written (not accumulated) into grads().
   void Backward();
   // Adds the attention weights of the last Forward, per layer and head, to per_layer
-  // ([n_layer][n_head]; see AttentionArm::Diagnose).
-  void Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer) const;
+  // ([n_layer][n_head]; see AttentionArm::Diagnose). Heads added by the call get
+  // `length_bucket` (0: no dispersion by row length).
+  void Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer,
+                size_t length_bucket = 0) const;
 
   std::vector<float>& params() { return params_; }
   const std::vector<float>& params() const { return params_; }
   const std::vector<float>& grads() const { return grads_; }
-  // The last Forward's logits, [batch][context][vocab].
+  // The last Forward's logits, [batch][context][vocab], and (with targets) its per-token
+  // losses, [batch][context].
   const float* logits() const { return acts_.data() + logits_; }
+  const float* losses() const { return acts_.data() + losses_; }
   const std::vector<ParamTensor>& tensors() const { return tensors_; }
   const ModelConfig& config() const { return model_; }
   const AttentionArm& arm() const { return *arm_; }
@@ -76,8 +81,11 @@ class Gpt {
   std::vector<Block> blocks_;
   size_t max_batch_ = 0, batch_ = 0;
   std::vector<uint8_t> inputs_, targets_;
-  // Offsets of the non-block parameters and activations.
+  // Offsets of the non-block parameters and activations; wpe_ is kNoTensor with rotary
+  // positions, whose angles are rope_'s.
+  static constexpr size_t kNoTensor = ~size_t(0);
   size_t wte_, wpe_, lnfw_, lnfb_;
+  RopeTable rope_;
   size_t encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
 };
 

@@ -84,7 +84,8 @@ std::string CorpusPath(const TrainConfig& config, const std::string& override_pa
 // The mean loss over the validation windows; after_batch (if set) runs after each batch's
 // forward pass, while its activations are in the model.
 double ValidationLoss(Gpt& model, const TrainConfig& config, const std::vector<uint8_t>& text,
-                      const std::function<void()>& after_batch = {}) {
+                      const std::function<void()>& after_batch = {},
+                      const std::function<void(const float*, size_t)>& batch_losses = {}) {
   const size_t T = size_t(config.model.context), B = size_t(config.batch);
   std::vector<uint8_t> windows;
   ValidationWindows(text, size_t(config.eval_windows), T, windows);
@@ -102,6 +103,7 @@ double ValidationLoss(Gpt& model, const TrainConfig& config, const std::vector<u
     }
     sum += double(model.Forward(inputs.data(), targets.data(), n)) * double(n);
     if (after_batch) after_batch();
+    if (batch_losses) batch_losses(model.losses(), n);  // [n][T] per-token losses
   }
   return sum / double(count);
 }
@@ -352,6 +354,69 @@ double EvaluateCheckpoint(const std::string& checkpoint_path, const std::string&
   return InArena(config.threads, [&] {
     Gpt model = LoadModel(checkpoint_path, state, arm, size_t(config.batch));
     return ValidationLoss(model, config, corpus.validation);
+  });
+}
+
+ContextEvaluation EvaluateAtContext(const std::string& checkpoint_path, const std::string& arm,
+                                    const std::string& data, int64_t context, int64_t windows) {
+  const CheckpointState state = ReadCheckpoint(checkpoint_path);
+  TrainConfig config = state.config;
+  const int64_t trained = config.model.context;
+  if (context < 1 || windows < 1) {
+    throw std::invalid_argument("eval: the context and the window count must be >= 1");
+  }
+  if (context != trained && config.model.pos != "rope") {
+    throw std::invalid_argument(
+        "eval: " + checkpoint_path + " was trained with learned positions for a context of " +
+        std::to_string(trained) + "; another context needs a model trained with --pos rope");
+  }
+  config.model.context = int(context);
+  config.eval_windows = int(windows);
+  ValidateConfig(config);
+  const Corpus corpus = LoadCorpus(CorpusPath(config, data), size_t(context));
+  return InArena(config.threads, [&] {
+    // Rotary positions have no parameters: the trained weights fit a model of any context.
+    CheckpointState resized = state;
+    resized.config = config;
+    Gpt model = LoadModel(checkpoint_path, resized, arm, size_t(config.batch));
+    const size_t T = size_t(context), buckets = (T + size_t(trained) - 1) / size_t(trained);
+    std::vector<double> loss_sum(buckets, 0.0), loss_count(buckets, 0.0);
+    std::vector<std::vector<HeadDiagnostics>> per_layer;
+    ContextEvaluation result;
+    const auto diagnose = [&] { model.Diagnose(per_layer, size_t(trained)); };
+    result.val_loss = ValidationLoss(model, config, corpus.validation, diagnose,
+                                     [&](const float* losses, size_t n) {
+      for (size_t r = 0; r < n * T; ++r) {
+        loss_sum[(r % T) / size_t(trained)] += losses[r];
+        loss_count[(r % T) / size_t(trained)] += 1.0;
+      }
+    });
+    result.trained_context = trained;
+    result.context = context;
+    result.windows = windows;
+    result.arm = model.arm().Name();
+    result.pos = config.model.pos;
+    for (size_t k = 0; k < buckets; ++k) {
+      PositionBucket bucket;
+      bucket.begin = int64_t(k) * trained;
+      bucket.end = std::min<int64_t>(context, int64_t(k + 1) * trained);
+      bucket.loss = loss_sum[k] / loss_count[k];
+      double rows = 0.0;
+      for (const std::vector<HeadDiagnostics>& layer : per_layer) {
+        for (const HeadDiagnostics& d : layer) {
+          if (k >= d.bucket_rows.size()) continue;
+          rows += d.bucket_rows[k];
+          bucket.entropy += d.bucket_entropy[k];
+          bucket.max_weight += d.bucket_max[k];
+        }
+      }
+      if (rows > 0.0) {
+        bucket.entropy /= rows;
+        bucket.max_weight /= rows;
+      }
+      result.buckets.push_back(bucket);
+    }
+    return result;
   });
 }
 

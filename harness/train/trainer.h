@@ -52,6 +52,27 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
 double EvaluateCheckpoint(const std::string& checkpoint_path, const std::string& arm,
                           const std::string& data);
 
+// A checkpoint evaluated at a context other than its training context (docs/harness.md §3.8),
+// on `windows` validation windows of that length: the loss per position bucket (positions
+// [k T0, (k + 1) T0), T0 the training context) and the attention's dispersion in each bucket
+// of row lengths, means over layers, heads and rows: the entropy (nats) of a row's |weight|
+// shares, and its largest share.
+struct PositionBucket {
+  int64_t begin = 0, end = 0;  // positions (0-based); a row at position i sees i + 1 keys
+  double loss = 0.0, entropy = 0.0, max_weight = 0.0;
+};
+struct ContextEvaluation {
+  int64_t trained_context = 0, context = 0, windows = 0;
+  std::string arm, pos;
+  double val_loss = 0.0;
+  std::vector<PositionBucket> buckets;
+};
+// A context other than the trained one needs rotary positions (a learned wpe has exactly the
+// trained context's rows); throws std::invalid_argument otherwise, or for context < 1 or
+// windows < 1, before reading the corpus.
+ContextEvaluation EvaluateAtContext(const std::string& checkpoint_path, const std::string& arm,
+                                    const std::string& data, int64_t context, int64_t windows);
+
 // The full-sequence forward's logits at every position of each prompt (byte tokens, 1 to
 // context of them), under a checkpoint's weights with its own arm or, if `arm` is not empty,
 // that one: [prompt][position * vocab + token]. What an engine serving the checkpoint must

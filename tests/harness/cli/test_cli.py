@@ -104,6 +104,41 @@ class TinySweep(unittest.TestCase):
             self.assertEqual(lpattn("report", out, "--reference", "tda").returncode, 1)
 
 
+class LongerContext(unittest.TestCase):
+    """A rotary model trained at 16 tokens, evaluated at 4x (docs/harness.md §3.8)."""
+
+    def test_eval_at_four_times_the_context(self):
+        with tempfile.TemporaryDirectory(prefix="lpattn-cli-") as tmp:
+            corpus, run = os.path.join(tmp, "corpus.txt"), os.path.join(tmp, "run")
+            write_corpus(corpus)
+            common = ["--steps", "4", "--eval-every", "2", "--eval-windows", "4", "--context",
+                      "16", "--threads", "1", "--data", corpus]
+            result = lpattn("train", "--pos", "rope", "--out", run, *common)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            table = os.path.join(tmp, "context.json")
+            result = lpattn("eval", "--checkpoint", os.path.join(run, "checkpoint.bin"),
+                            "--context", "4x", "--windows", "3", "--out", table)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("| 48-63 |", result.stdout)
+            with open(table) as f:
+                saved = json.load(f)
+            self.assertEqual((saved["context"], saved["trained_context"]), (64, 16))
+            self.assertEqual([b["begin"] for b in saved["buckets"]], [0, 16, 32, 48])
+            # A learned-position model is refused, before anything is written.
+            learned = os.path.join(tmp, "learned")
+            self.assertEqual(lpattn("train", "--out", learned, *common).returncode, 0)
+            refused = os.path.join(tmp, "refused.json")
+            result = lpattn("eval", "--checkpoint", os.path.join(learned, "checkpoint.bin"),
+                            "--context", "4x", "--out", refused)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn("needs a model trained with --pos rope", result.stderr)
+            self.assertFalse(os.path.exists(refused))
+            result = lpattn("eval", "--checkpoint", os.path.join(run, "checkpoint.bin"),
+                            "--context", "four")
+            self.assertEqual(result.returncode, 1)
+            self.assertIn("must be a token count or a multiple such as 4x", result.stderr)
+
+
 if __name__ == "__main__":
     LPATTN = sys.argv[1]
     unittest.main(argv=sys.argv[:1], verbosity=2)

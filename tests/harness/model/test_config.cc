@@ -171,7 +171,7 @@ TEST(ConfigPresets, SharedRecipe) {
 TEST(ConfigPresets, UnknownPresetListsTheKnownOnes) {
   const std::string message = InvalidArgumentMessage([] { PresetConfig("huge"); });
   EXPECT_NE(message.find("huge"), std::string::npos) << message;
-  for (const char* name : {"tiny", "small", "medium"}) {
+  for (const char* name : {"tiny", "small", "medium", "large"}) {
     EXPECT_NE(message.find(name), std::string::npos) << message;
   }
   EXPECT_THROW(PresetConfig(""), std::invalid_argument);
@@ -232,6 +232,13 @@ TEST(ConfigValidate, EveryBadFieldIsNamed) {
        }},
       {"context", "context (0)", [](TrainConfig& c) { c.model.context = 0; }},
       {"vocab", "vocab (255)", [](TrainConfig& c) { c.model.vocab = 255; }},
+      {"pos", "pos 'alibi' must be learned or rope", [](TrainConfig& c) { c.model.pos = "alibi"; }},
+      {"pos rope odd head", "pos rope needs an even head dimension, not 5",
+       [](TrainConfig& c) {
+         c.model.pos = "rope";
+         c.model.n_embd = 10;
+         c.model.n_head = 2;
+       }},
       {"batch", "batch (0)", [](TrainConfig& c) { c.batch = 0; }},
       {"steps", "steps (0)", [](TrainConfig& c) { c.steps = 0; }},
       {"warmup_steps", "warmup_steps (-1)", [](TrainConfig& c) { c.warmup_steps = -1; }},
@@ -327,6 +334,25 @@ TEST(ConfigJson, SeedsOfInitAndDataAreWrittenOnlyWhenSet) {
   json bad = json(c);
   bad["data_seed"] = -1;
   EXPECT_THROW(bad.get<TrainConfig>(), std::invalid_argument);
+}
+
+TEST(ConfigJson, PositionsAreWrittenOnlyWhenRotary) {
+  TrainConfig c = PresetConfig("small");
+  EXPECT_FALSE(json(c).at("model").contains("pos"));
+  EXPECT_EQ(json(c).get<TrainConfig>().model.pos, "learned");
+  c.model.pos = "rope";
+  EXPECT_EQ(json(c).at("model").at("pos"), "rope");
+  EXPECT_EQ(json(c).get<TrainConfig>().model.pos, "rope");
+  EXPECT_NO_THROW(ValidateConfig(c));
+}
+
+TEST(ConfigPresets, LargeIsEightLayersOfWidth256) {
+  const TrainConfig c = PresetConfig("large");
+  EXPECT_EQ(c.model.n_layer, 8);
+  EXPECT_EQ(c.model.n_embd, 256);
+  EXPECT_EQ(c.model.n_embd / c.model.n_head, 32);
+  EXPECT_EQ(c.model.context, 256);
+  EXPECT_NO_THROW(ValidateConfig(c));
 }
 
 TEST(ConfigJson, PresetsRoundTrip) {

@@ -127,6 +127,68 @@ TEST(LayersGradient, Encoder) {
   ExpectGradient("encoder_dwpe", wpe, dwpe, loss);
 }
 
+TEST(LayersGradient, EncoderWithoutPositions) {
+  const std::vector<uint8_t> tokens = RandomTokens(N, 1, V);
+  Vec wte = Random(V * C, 2);
+  const Vec w = Random(N * C, 4);
+  auto loss = [&] {
+    Vec out(N * C);
+    EncoderForward(out.data(), tokens.data(), wte.data(), nullptr, B, T, C);
+    return Dot(w, out);
+  };
+  Vec dwte(V * C);
+  EncoderBackward(dwte.data(), nullptr, w.data(), tokens.data(), B, T, C);
+  ExpectGradient("encoder_nopos_dwte", wte, dwte, loss);
+}
+
+// Rotary embeddings on qkv [B, T, 3C] of 2 heads of 4 channels: the backward is the
+// derivative of L = sum(w * rope(qkv)) (so v passes through untouched).
+TEST(LayersGradient, Rope) {
+  constexpr size_t kHeads = 2, kC = 8, kT = 5;
+  const RopeTable table = MakeRopeTable(kT, kC / kHeads);
+  Vec qkv = Random(B * kT * 3 * kC, 6);
+  const Vec w = Random(B * kT * 3 * kC, 7);
+  auto loss = [&] {
+    Vec out = qkv;
+    RopeForward(out.data(), table, B, kT, kC, kHeads);
+    return Dot(w, out);
+  };
+  Vec grad = w;
+  RopeBackward(grad.data(), table, B, kT, kC, kHeads);
+  ExpectGradient("rope_dqkv", qkv, grad, loss);
+  for (size_t i = 2 * kC; i < 3 * kC; ++i) EXPECT_EQ(grad[i], w[i]);  // v: untouched
+}
+
+// A rotation keeps norms, and a score q . k after rotation depends on the positions only
+// through their difference (what lets a rotary model run past its training context).
+TEST(LayersRope, ScoresDependOnRelativePositionOnly) {
+  constexpr size_t kD = 8, kT = 40;
+  const RopeTable table = MakeRopeTable(kT, kD);
+  EXPECT_FLOAT_EQ(table.cos[0], 1.0f);
+  EXPECT_NEAR(table.cos[3 * 4 + 1], std::cos(3.0 * std::pow(10000.0, -2.0 / 8.0)), 1e-6);
+  const Vec q = Random(kD, 8), k = Random(kD, 9);
+  // qkv rows of one head (C = D): q at position a, k at position b, in one sequence.
+  auto score = [&](size_t a, size_t b) {
+    Vec rows(kT * 3 * kD, 0.0f);
+    std::copy(q.begin(), q.end(), rows.begin() + long(a * 3 * kD));
+    std::copy(k.begin(), k.end(), rows.begin() + long(b * 3 * kD + kD));
+    RopeForward(rows.data(), table, 1, kT, kD, 1);
+    double dot = 0.0, norm = 0.0;
+    for (size_t c = 0; c < kD; ++c) {
+      dot += double(rows[a * 3 * kD + c]) * rows[b * 3 * kD + kD + c];
+      norm += double(rows[a * 3 * kD + c]) * rows[a * 3 * kD + c];
+    }
+    double q_norm = 0.0;
+    for (const float x : q) q_norm += double(x) * x;
+    EXPECT_NEAR(norm, q_norm, 1e-5);
+    return dot;
+  };
+  EXPECT_NEAR(score(7, 3), score(37, 33), 1e-5);
+  EXPECT_NEAR(score(5, 5), score(20, 20), 1e-5);
+  EXPECT_GT(std::abs(score(7, 3) - score(7, 6)), 1e-3);  // and it does depend on the distance
+  EXPECT_THROW(MakeRopeTable(4, 5), std::invalid_argument);
+}
+
 // Runs check() once per Highway target this CPU supports (the SIMD layers dispatch through the
 // same chosen target as the kernels), with the target's name in any failure.
 void ForEachTarget(const std::function<void()>& check) {

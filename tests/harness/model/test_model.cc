@@ -57,9 +57,9 @@ class ModelGradientTest : public ::testing::TestWithParam<std::string> {};
 // rounding error (about eps * |L| / h = 2e-4) both stay well under the bound
 // 2% |g| + 5e-4. A parameter is checked when its gradient is at least 1% of the tensor's
 // largest and at least 0.01, where that bound is meaningful: a gradient off by 10% fails it.
-TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
-  const size_t B = 2, T = 8;
-  Gpt model(SmallModel(), GetParam(), B);
+void ExpectGradientMatchesFiniteDifferences(const ModelConfig& shape, const std::string& arm) {
+  const size_t B = 2, T = size_t(shape.context);
+  Gpt model(shape, arm, B);
   model.InitParams(5);
   // Larger than the 0.02 init so every path carries signal (and the sink logits are nonzero).
   for (float& p : model.params()) p *= 5.0f;
@@ -101,6 +101,44 @@ TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
     }
     EXPECT_GT(checked, model.tensors().size());
   });
+}
+
+TEST_P(ModelGradientTest, MatchesFiniteDifferences) {
+  ExpectGradientMatchesFiniteDifferences(SmallModel(), GetParam());
+}
+
+// Rotary positions (docs/harness.md §1.1): no wpe, q and k turned after the qkv product; the
+// backward's transposed rotation is checked through every parameter that feeds q and k.
+class RopeGradientTest : public ::testing::TestWithParam<std::string> {};
+TEST_P(RopeGradientTest, MatchesFiniteDifferences) {
+  ModelConfig shape = SmallModel();
+  shape.pos = "rope";
+  ExpectGradientMatchesFiniteDifferences(shape, GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Arms, RopeGradientTest,
+                         ::testing::Values("exact", "sink", "outgate+normgate"));
+
+TEST(RopeModel, HasNoPositionEmbeddingAndServesAnyContext) {
+  ModelConfig shape = SmallModel();
+  shape.pos = "rope";
+  Gpt rope(shape, "exact", 1);
+  Gpt learned(SmallModel(), "exact", 1);
+  EXPECT_EQ(learned.params().size() - rope.params().size(), size_t(8 * 16));  // wpe [T, C]
+  for (const ParamTensor& t : rope.tensors()) EXPECT_NE(t.name, "wpe");
+  // The same weights in a model of 4 times the context: the first 8 positions' logits agree
+  // (causal attention: a prefix does not see what follows it).
+  ModelConfig longer = shape;
+  longer.context = 32;
+  Gpt wide(longer, "exact", 1);
+  ASSERT_EQ(wide.params().size(), rope.params().size());
+  rope.InitParams(3);
+  wide.params() = rope.params();
+  const std::vector<uint8_t> tokens = Window(1, 32, 4);
+  rope.Forward(tokens.data(), nullptr, 1);
+  wide.Forward(tokens.data(), nullptr, 1);
+  for (size_t i = 0; i < 8 * 256; ++i) {
+    ASSERT_NEAR(rope.logits()[i], wide.logits()[i], 1e-5f) << i;
+  }
 }
 
 // (K-interval arms are not here: a parameter step moves many scores at once, so the finite

@@ -165,6 +165,49 @@ TEST(Trainer, EvaluationSwap) {
   EXPECT_THROW(EvaluateCheckpoint(checkpoint, "sink", ""), std::invalid_argument);
 }
 
+// Evaluation at another context (docs/harness.md §3.8): a rotary model evaluated at 4 times its
+// training context, per position bucket; at its own context the loss is the run's.
+TEST(Trainer, RotaryModelIsEvaluatedAtFourTimesItsContext) {
+  ScratchDir dir("lpattn-context");
+  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  c.model.pos = "rope";
+  c.model.context = 16;
+  const RunSummary s = TrainRun(c, dir / "run", false, nullptr);
+  const std::string checkpoint = dir / "run/checkpoint.bin";
+  const ContextEvaluation same = EvaluateAtContext(checkpoint, "", "", 16, c.eval_windows);
+  EXPECT_EQ(same.val_loss, s.final_val_loss);
+  ASSERT_EQ(same.buckets.size(), 1u);
+  EXPECT_NEAR(same.buckets[0].loss, same.val_loss, 1e-4);
+
+  const ContextEvaluation longer = EvaluateAtContext(checkpoint, "", "", 64, 4);
+  EXPECT_EQ(longer.trained_context, 16);
+  EXPECT_EQ(longer.pos, "rope");
+  ASSERT_EQ(longer.buckets.size(), 4u);
+  double mean = 0.0;
+  for (size_t k = 0; k < 4; ++k) {
+    const PositionBucket& b = longer.buckets[k];
+    EXPECT_EQ(b.begin, int64_t(16 * k));
+    EXPECT_EQ(b.end, int64_t(16 * (k + 1)));
+    EXPECT_TRUE(std::isfinite(b.loss));
+    // Rows see more keys in later buckets: more spread, up to ln(keys) nats.
+    EXPECT_GT(b.entropy, 0.0);
+    EXPECT_LE(b.entropy, std::log(double(b.end)) + 1e-9);
+    EXPECT_GT(b.max_weight, 0.0);
+    EXPECT_LE(b.max_weight, 1.0);
+    mean += b.loss / 4.0;
+  }
+  EXPECT_NEAR(mean, longer.val_loss, 1e-4);  // equal-sized buckets: their mean is the loss
+  EXPECT_GT(longer.buckets[3].entropy, longer.buckets[0].entropy);
+
+  // A learned-position model has exactly its trained context's embeddings.
+  TrainConfig learned = c;
+  learned.model.pos = "learned";
+  TrainRun(learned, dir / "learned", false, nullptr);
+  EXPECT_THROW(EvaluateAtContext(dir / "learned/checkpoint.bin", "", "", 64, 4),
+               std::invalid_argument);
+  EXPECT_NO_THROW(EvaluateAtContext(dir / "learned/checkpoint.bin", "", "", 16, 4));
+}
+
 // The logits an engine checks itself against (docs/harness.md §3.6): a prompt's rows are the
 // model's forward on a window it begins, whatever follows it and whatever else is in the call.
 TEST(Trainer, PrefixLogitsAreTheForwardOnThePrompt) {
