@@ -141,6 +141,10 @@ void AddConfigOptions(CLI::App* command, ConfigOptions& options) {
                            "dense products' operands: fp32, or bf16 (mixed precision: bf16 "
                            "operands, fp32 accumulation, master weights and optimizer state)",
                            [](TrainConfig& c, const std::string& v) { c.precision = v; });
+  AddOverride<std::string>(command, options, "--interference",
+                           "corrupt the training batches' value reads: noise:rho=<r>,sigma=<s> "
+                           "or swap:rho=<r> (,layer=<l>, ,seed=<n>); validation stays clean",
+                           [](TrainConfig& c, const std::string& v) { c.interference = v; });
   AddOverride<uint64_t>(command, options, "--init-seed",
                         "seed of the initial weights alone (default: --seed)",
                         [](TrainConfig& c, uint64_t v) { c.init_seed = v; });
@@ -265,7 +269,8 @@ struct EvalOptions {
   std::string checkpoint, arm, data;
   std::string context;  // "4x" (times the trained context) or a token count; empty: trained
   int windows = 0;      // 0: the run's eval_windows
-  std::string out;      // JSON of the per-position table, with --context
+  std::string interference;  // evaluate clean and with this interference
+  std::string out;      // JSON of the per-position table (--context) or the comparison
 };
 
 CLI::App* AddEval(CLI::App& app, EvalOptions& options) {
@@ -281,8 +286,20 @@ CLI::App* AddEval(CLI::App& app, EvalOptions& options) {
   eval->add_option("--windows", options.windows,
                    "validation windows with --context (default: the run's eval_windows)")
       ->check(CLI::Range(1, 1 << 20));
-  eval->add_option("--out", options.out, "with --context: also write the table as JSON here");
+  eval->add_option("--interference", options.interference,
+                   "also evaluate with value reads corrupted: noise:rho=<r>,sigma=<s> or "
+                   "swap:rho=<r> (,layer=<l>, ,seed=<n>); prints the loss increase, the "
+                   "attention mass on corrupted positions, gates and abstention");
+  eval->add_option("--out", options.out,
+                   "with --context or --interference: also write the table as JSON here");
   return eval;
+}
+
+void CheckOutFolder(const std::string& out) {
+  const fs::path folder = fs::path(out).parent_path();
+  if (!out.empty() && !folder.empty() && !fs::is_directory(folder)) {
+    throw std::invalid_argument("eval: the folder of --out " + out + " does not exist");
+  }
 }
 
 // "4x" -> 4 * trained, "1024" -> 1024; throws std::invalid_argument naming the text otherwise.
@@ -300,10 +317,7 @@ int64_t ParseContext(const std::string& text, int64_t trained) {
 
 int RunEvalAtContext(const EvalOptions& options, const harness::CheckpointState& state) {
   const int64_t context = ParseContext(options.context, state.config.model.context);
-  const fs::path out_dir = fs::path(options.out).parent_path();
-  if (!options.out.empty() && !out_dir.empty() && !fs::is_directory(out_dir)) {
-    throw std::invalid_argument("eval: the folder of --out " + options.out + " does not exist");
-  }
+  CheckOutFolder(options.out);
   const int64_t windows = options.windows > 0 ? options.windows : state.config.eval_windows;
   const harness::ContextEvaluation e = harness::EvaluateAtContext(
       options.checkpoint, options.arm, AbsolutePath(options.data), context, windows);
@@ -333,12 +347,61 @@ int RunEvalAtContext(const EvalOptions& options, const harness::CheckpointState&
   return 0;
 }
 
+std::string OptionalCell(const std::optional<double>& x) {
+  char buffer[32];
+  if (!x) return "—";
+  std::snprintf(buffer, sizeof(buffer), "%.4f", *x);
+  return buffer;
+}
+
+int RunEvalWithInterference(const EvalOptions& options, const harness::CheckpointState& state) {
+  const harness::Interference interference = harness::ParseInterference(options.interference);
+  CheckOutFolder(options.out);
+  const harness::InterferenceEvaluation e = harness::EvaluateWithInterference(
+      options.checkpoint, options.arm, AbsolutePath(options.data), interference);
+  std::printf("checkpoint    %s (preset %s, step %lld)\n", options.checkpoint.c_str(),
+              state.config.preset.c_str(), static_cast<long long>(state.step));
+  std::printf("arm           %s\ninterference  %s\n\n", e.arm.c_str(), e.interference.c_str());
+  std::printf("| clean loss | loss | increase | share of positions corrupted | attention mass on "
+              "them | gate (corrupted) | gate (clean) | abstention (clean) | abstention |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| %.4f | %.4f | %+.4f | %.4f | %.4f | %s | %s | %s | %s |\n", e.clean_loss, e.loss,
+              e.loss - e.clean_loss, e.corrupted_share, e.corrupted_mass,
+              OptionalCell(e.gate_corrupted).c_str(), OptionalCell(e.gate_clean).c_str(),
+              OptionalCell(e.abstention_clean).c_str(), OptionalCell(e.abstention).c_str());
+  if (!options.out.empty()) {
+    const auto optional = [](const std::optional<double>& x) {
+      return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
+    };
+    const nlohmann::json j = {{"checkpoint", options.checkpoint},
+                              {"arm", e.arm},
+                              {"interference", e.interference},
+                              {"clean_loss", e.clean_loss},
+                              {"loss", e.loss},
+                              {"increase", e.loss - e.clean_loss},
+                              {"corrupted_share", e.corrupted_share},
+                              {"corrupted_mass", e.corrupted_mass},
+                              {"gate_corrupted", optional(e.gate_corrupted)},
+                              {"gate_clean", optional(e.gate_clean)},
+                              {"abstention_clean", optional(e.abstention_clean)},
+                              {"abstention", optional(e.abstention)}};
+    harness::WriteFileAtomically(options.out, j.dump(2) + "\n");
+    std::printf("\nwrote %s\n", options.out.c_str());
+  }
+  return 0;
+}
+
 int RunEval(const EvalOptions& options) {
   if (!options.arm.empty()) CheckArm(options.arm);
   const harness::CheckpointState state = harness::ReadCheckpoint(options.checkpoint);
+  if (!options.context.empty() && !options.interference.empty()) {
+    throw std::invalid_argument("eval: give --context or --interference, not both");
+  }
+  if (!options.interference.empty()) return RunEvalWithInterference(options, state);
   if (!options.context.empty()) return RunEvalAtContext(options, state);
   if (options.windows > 0 || !options.out.empty()) {
-    throw std::invalid_argument("eval: --windows and --out go with --context");
+    throw std::invalid_argument("eval: --windows goes with --context, --out with --context or "
+                                "--interference");
   }
   const double loss =
       harness::EvaluateCheckpoint(options.checkpoint, options.arm, AbsolutePath(options.data));

@@ -6,6 +6,7 @@
 #define LPATTN_HARNESS_MODEL_ATTENTION_ARM_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,9 @@ struct ArmParam {
 struct ArmShape {
   size_t B, T, C, n_head;
   DenseFormat dense = DenseFormat::kFp32;  // the operands of the arm's own dense products
+  // For Diagnose under interference (docs/harness.md §1.5): [B, T, H], 1 where the value row
+  // of (window, position, head) was corrupted; null without interference.
+  const uint8_t* corrupted = nullptr;
   size_t head_dim() const { return C / n_head; }
 };
 
@@ -48,6 +52,11 @@ struct HeadDiagnostics {
   // of its |w| shares and its largest share.
   size_t length_bucket = 0;
   std::vector<double> bucket_rows, bucket_entropy, bucket_max;
+  // Under interference (ArmShape::corrupted): the summed share of each row's |w| on corrupted
+  // value positions, and the value gates (gate arms) summed over corrupted and clean positions.
+  double corrupted_mass = 0.0;
+  double corrupted_visible = 0.0;  // visible (row, key) pairs whose key is corrupted
+  double gate_corrupted = 0.0, gate_corrupted_count = 0.0, gate_clean = 0.0, gate_clean_count = 0.0;
 };
 
 class AttentionArm {
@@ -82,6 +91,12 @@ class AttentionArm {
                         const float* act, HeadDiagnostics* per_head) const = 0;
   // Whether the arm has a sink (its diagnostics' abstention mass means something).
   virtual bool HasSink() const { return false; }
+  // The value gate of every (window, position, head), gates [B * T * H], for arms that gate
+  // values (docs/math.md §1.2), recomputed from qkv; false (gates untouched) for the others.
+  virtual bool ValueGates(const ArmShape&, const float* /*params*/, const float* /*qkv*/,
+                          float* /*gates*/) const {
+    return false;
+  }
 
  private:
   Precision precision_;

@@ -16,6 +16,7 @@
 
 #include "harness/model/attention_arm.h"
 #include "harness/model/dense_product.h"
+#include "harness/model/interference.h"
 #include "kernels/attention.h"
 
 namespace lpattn::harness {
@@ -281,6 +282,14 @@ void ValidateConfig(const TrainConfig& c) {
   }
   CheckIntRange("threads", c.threads, 0, kMaxInt);
   ParseDenseFormat(c.precision);  // throws, naming fp32 and bf16
+  const Interference interference = ParseInterference(c.interference);  // throws, naming it
+  if (interference.kind == Interference::Kind::kSwap && c.batch < 2) {
+    Invalid("interference swap needs batch >= 2 (it swaps value rows between windows)");
+  }
+  if (interference.layer >= m.n_layer) {
+    Invalid("interference layer " + std::to_string(interference.layer) + " is not one of the " +
+            std::to_string(m.n_layer) + " layers");
+  }
 }
 
 uint64_t InitSeed(const TrainConfig& config) { return config.init_seed.value_or(config.seed); }
@@ -322,6 +331,7 @@ void to_json(nlohmann::json& j, const TrainConfig& c) {
   // Written only when not fp32, so that the configs of earlier runs and sweeps (which have no
   // such field) still compare equal to an fp32 config on resume.
   if (c.precision != "fp32") j["precision"] = c.precision;
+  if (c.interference != "none") j["interference"] = c.interference;  // likewise
   if (c.init_seed) j["init_seed"] = *c.init_seed;  // likewise: only when set
   if (c.data_seed) j["data_seed"] = *c.data_seed;
 }
@@ -331,7 +341,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
                        {"preset", "arm", "model", "seed", "batch", "steps", "lr", "warmup_steps",
                         "min_lr_fraction", "weight_decay", "beta1", "beta2", "eps", "grad_clip",
                         "eval_every", "eval_windows", "checkpoint_every", "data", "threads",
-                        "precision", "init_seed", "data_seed"});
+                        "precision", "init_seed", "data_seed", "interference"});
   TrainConfig out;
   out.preset = o.String("preset");
   out.arm = o.String("arm");
@@ -353,6 +363,7 @@ void from_json(const nlohmann::json& j, TrainConfig& c) {
   out.data = o.String("data");
   out.threads = o.Int("threads");
   if (j.contains("precision")) out.precision = o.String("precision");  // absent: fp32
+  if (j.contains("interference")) out.interference = o.String("interference");
   if (j.contains("init_seed")) out.init_seed = o.Uint64("init_seed");  // absent: seed
   if (j.contains("data_seed")) out.data_seed = o.Uint64("data_seed");
   c = std::move(out);

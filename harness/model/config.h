@@ -47,6 +47,9 @@ struct TrainConfig {
   // The dense products' operands: "fp32", or "bf16" (mixed precision: bf16 operands, fp32
   // accumulation, master weights and optimizer state; docs/harness.md §1.1).
   std::string precision = "fp32";
+  // Interference injected into the training batches' value reads (docs/harness.md §1.5), as
+  // ParseInterference reads it; "none" (the default) for clean training.
+  std::string interference = "none";
   int threads = 0;              // 0: TBB's default
 };
 

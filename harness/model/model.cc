@@ -129,6 +129,18 @@ void Gpt::InitParams(uint64_t seed) {
   }
 }
 
+// One layer's slice of the corruption record, [max_batch * T * H] each (sized on first use).
+Corruption Gpt::LayerCorruption(size_t layer) {
+  const size_t slots = max_batch_ * size_t(model_.context) * size_t(model_.n_head);
+  if (corrupted_.size() != blocks_.size() * slots) {
+    corrupted_.assign(blocks_.size() * slots, 0);
+    corruption_source_.assign(blocks_.size() * slots, 0);
+    corruption_scale_.assign(blocks_.size() * slots, 0.0f);
+  }
+  return {corrupted_.data() + layer * slots, corruption_source_.data() + layer * slots,
+          corruption_scale_.data() + layer * slots};
+}
+
 void Gpt::SetArm(const std::string& arm) {
   CheckSwappable(arm_->Name(), arm, model_);
   std::unique_ptr<AttentionArm> next = MakeArm(arm);
@@ -149,8 +161,29 @@ void Gpt::Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer,
       per_layer[l].resize(shape.n_head);
       for (HeadDiagnostics& d : per_layer[l]) d.length_bucket = length_bucket;
     }
-    arm_->Diagnose(shape, params_.data() + b.arm, acts_.data() + b.qkv, acts_.data() + b.ln1,
+    ArmShape layer_shape = shape;
+    const size_t slots = max_batch_ * shape.T * shape.n_head;
+    if (interference_.Corrupts(int(l)) && corrupted_.size() == blocks_.size() * slots) {
+      layer_shape.corrupted = corrupted_.data() + l * slots;  // the last Forward's
+    }
+    arm_->Diagnose(layer_shape, params_.data() + b.arm, acts_.data() + b.qkv, acts_.data() + b.ln1,
                    acts_.data() + b.arm_act, per_layer[l].data());
+    if (layer_shape.corrupted == nullptr) continue;
+    // The value gates on corrupted and on clean positions (gate arms only).
+    std::vector<float> gates(shape.B * shape.T * shape.n_head);
+    if (!arm_->ValueGates(shape, params_.data() + b.arm, acts_.data() + b.qkv, gates.data())) {
+      continue;
+    }
+    for (size_t slot = 0; slot < gates.size(); ++slot) {
+      HeadDiagnostics& d = per_layer[l][slot % shape.n_head];
+      if (layer_shape.corrupted[slot]) {
+        d.gate_corrupted += gates[slot];
+        d.gate_corrupted_count += 1.0;
+      } else {
+        d.gate_clean += gates[slot];
+        d.gate_clean_count += 1.0;
+      }
+    }
   }
 }
 
@@ -173,6 +206,11 @@ float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) 
     LayerNormForward(A + b.ln1, A + b.ln1_mean, A + b.ln1_rstd, residual, P + b.ln1w, P + b.ln1b, N, C);
     MatmulForward(A + b.qkv, A + b.ln1, P + b.qkvw, P + b.qkvb, N, C, 3 * C, dense);
     if (wpe == nullptr) RopeForward(A + b.qkv, rope_, batch, T, C, H);  // q, k rotated in place
+    const int l = int(&b - blocks_.data());
+    if (interference_.Corrupts(l)) {  // docs/harness.md §1.5: before any value gate reads V
+      CorruptValues(interference_, l, first_window_, A + b.qkv, batch, T, C, H,
+                    LayerCorruption(size_t(l)));
+    }
     arm_->Forward(shape, P + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty);
     MatmulForward(A + b.attproj, A + b.atty, P + b.attprojw, P + b.attprojb, N, C, C, dense);
     ResidualForward(A + b.res2, residual, A + b.attproj, N * C);
@@ -238,6 +276,10 @@ void Gpt::Backward() {
     zero(b.ln1);  // the arm may add to it (outgate's gate reads ln1) before the qkv product
     arm_->Backward(shape, P + b.arm, G + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty,
                    D + b.atty, D + b.qkv, D + b.ln1);
+    if (interference_.Corrupts(int(l))) {
+      CorruptValuesBackward(interference_, int(l), first_window_, LayerCorruption(l), A + b.qkv,
+                            D + b.qkv, batch_, T, C, size_t(model_.n_head));
+    }
     if (wpe_ == kNoTensor) RopeBackward(D + b.qkv, rope_, batch_, T, C, size_t(model_.n_head));
     MatmulBackward(D + b.ln1, G + b.qkvw, G + b.qkvb, D + b.qkv, A + b.ln1, P + b.qkvw, N, C,
                    3 * C, Write::kAccumulate, dense);

@@ -13,6 +13,7 @@
 
 #include "harness/model/attention_arm.h"
 #include "harness/model/config.h"
+#include "harness/model/interference.h"
 #include "harness/model/layers.h"
 
 namespace lpattn::harness {
@@ -60,6 +61,12 @@ class Gpt {
   void SetDenseFormat(DenseFormat format) { dense_ = format; }
   // The format in force: the arm's dense= item if it has one, else the one set here.
   DenseFormat dense_format() const { return arm_->dense_format().value_or(dense_); }
+  // Interference injection into the value reads of every later Forward (docs/harness.md
+  // §1.5), and the number of the first window of the next Forward's batch (its draws name
+  // windows, so the same window is corrupted alike in every arm and run).
+  void SetInterference(const Interference& interference) { interference_ = interference; }
+  const Interference& interference() const { return interference_; }
+  void SetFirstWindow(uint64_t window) { first_window_ = window; }
 
  private:
   // Offsets of one block's parameters (in params_ and grads_) and activations (in acts_, and
@@ -86,6 +93,13 @@ class Gpt {
   static constexpr size_t kNoTensor = ~size_t(0);
   size_t wte_, wpe_, lnfw_, lnfb_;
   RopeTable rope_;
+  Interference interference_;
+  uint64_t first_window_ = 0;
+  // The last Forward's corruptions: [n_layer][max_batch * T * H] masks and swap sources.
+  std::vector<uint8_t> corrupted_;
+  std::vector<uint32_t> corruption_source_;
+  std::vector<float> corruption_scale_;
+  Corruption LayerCorruption(size_t layer);
   size_t encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
 };
 

@@ -158,6 +158,28 @@ class ValueGateArm : public AttentionArm {
     AttentionArm::SetPrecision(precision);
     inner_.SetPrecision(precision);
   }
+  // sigmoid(alpha_h ||v|| + beta_h) or sigmoid(w_h . v + b_h), in double.
+  bool ValueGates(const ArmShape& s, const float* params, const float* qkv,
+                  float* gates) const override {
+    const ValueGateParams g = Gate(s, params);
+    const size_t D = s.head_dim();
+    for (size_t r = 0; r < s.B * s.T; ++r) {
+      for (size_t h = 0; h < s.n_head; ++h) {
+        const float* v = qkv + r * 3 * s.C + 2 * s.C + h * D;
+        double z = 0.0;
+        if (kind_ == ValueGateKind::kNorm) {
+          double squares = 0.0;
+          for (size_t c = 0; c < D; ++c) squares += double(v[c]) * v[c];
+          z = double(g.alpha[h]) * std::sqrt(squares) + g.beta[h];
+        } else {
+          for (size_t c = 0; c < D; ++c) z += double(g.w[h * D + c]) * v[c];
+          z += g.b[h];
+        }
+        gates[r * s.n_head + h] = float(1.0 / (1.0 + std::exp(-z)));
+      }
+    }
+    return true;
+  }
 
   void Forward(const ArmShape& s, const float* params, const float* qkv, const float*, float* act,
                float* out) const override {
@@ -225,6 +247,11 @@ class OutputGateArm : public AttentionArm {
     inner_->Diagnose(s, params, qkv, x, act, per_head);
   }
   bool HasSink() const override { return inner_->HasSink(); }
+  // The output gate acts on rows, not on value positions: only an inner value gate's count.
+  bool ValueGates(const ArmShape& s, const float* params, const float* qkv,
+                  float* gates) const override {
+    return inner_->ValueGates(s, params, qkv, gates);
+  }
   void SetPrecision(const Precision& precision) override {
     AttentionArm::SetPrecision(precision);
     inner_->SetPrecision(precision);

@@ -101,6 +101,7 @@ double ValidationLoss(Gpt& model, const TrainConfig& config, const std::vector<u
       inputs.insert(inputs.end(), window, window + T);
       targets.insert(targets.end(), window + 1, window + T + 1);
     }
+    model.SetFirstWindow(first);
     sum += double(model.Forward(inputs.data(), targets.data(), n)) * double(n);
     if (after_batch) after_batch();
     if (batch_losses) batch_losses(model.losses(), n);  // [n][T] per-token losses
@@ -226,6 +227,16 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
     // Rank 0 evaluates in batches of B, as one process does, so it holds activations for B.
     Gpt model(config.model, config.arm, ranks.leader() ? B : share.count);
     model.SetDenseFormat(ParseDenseFormat(config.precision));
+    // Interference in training (docs/harness.md §1.5) corrupts the training batches only: the
+    // validation loss and the diagnostics are measured clean.
+    const Interference training_interference = ParseInterference(config.interference);
+    const auto clean = [&](const auto& evaluate) {
+      model.SetInterference({});
+      const auto result = evaluate();
+      model.SetInterference(training_interference);
+      return result;
+    };
+    model.SetInterference(training_interference);
     AdamState adam;
     int64_t start = 0;
     if (resume) {
@@ -265,6 +276,7 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
         std::copy_n(window, T, inputs.begin() + long(b * T));
         std::copy_n(window + 1, T, targets.begin() + long(b * T));
       }
+      model.SetFirstWindow(uint64_t(step) * B + share.first);  // the batch's windows, numbered
       double loss = model.Forward(inputs.data(), targets.data(), share.count);
       model.Backward();
       const std::vector<float>* grads = &model.grads();
@@ -282,7 +294,7 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
       const double tokens_per_s = double((done - start) * int64_t(B * T)) / train_seconds;
       const bool last = done == config.steps;
       if ((done % config.eval_every == 0 || last) && ranks.leader()) {
-        last_val = ValidationLoss(model, config, corpus.validation);
+        last_val = clean([&] { return ValidationLoss(model, config, corpus.validation); });
         rows.push_back({done, done * int64_t(B * T), train_sum / train_count, last_val,
                         LearningRate(config, step), tokens_per_s});
         WriteFileAtomically((dir / "metrics.csv").string(), MetricsCsv(rows));
@@ -306,7 +318,9 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
     summary.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
     if (!ranks.leader()) return summary;  // the leader's summary has the losses
     WriteFileAtomically((dir / "attention.json").string(),
-                        AttentionDiagnostics(model, config, corpus.validation).dump(2) + "\n");
+                        clean([&] {
+                          return AttentionDiagnostics(model, config, corpus.validation);
+                        }).dump(2) + "\n");
     summary.final_val_loss = rows.empty() ? 0.0 : rows.back().val_loss;
     if (!rows.empty()) summary.final_train_loss = rows.back().train_loss;
     nlohmann::json j = {{"final_val_loss", summary.final_val_loss},
@@ -417,6 +431,54 @@ ContextEvaluation EvaluateAtContext(const std::string& checkpoint_path, const st
       result.buckets.push_back(bucket);
     }
     return result;
+  });
+}
+
+InterferenceEvaluation EvaluateWithInterference(const std::string& checkpoint_path,
+                                                const std::string& arm, const std::string& data,
+                                                const Interference& interference) {
+  const CheckpointState state = ReadCheckpoint(checkpoint_path);
+  TrainConfig config = state.config;
+  config.interference = FormatInterference(interference);
+  ValidateConfig(config);  // a swap needs batch >= 2, a layer must exist
+  const Corpus corpus = LoadCorpus(CorpusPath(config, data), size_t(config.model.context));
+  return InArena(config.threads, [&] {
+    Gpt model = LoadModel(checkpoint_path, state, arm, size_t(config.batch));
+    const bool sink = model.arm().HasSink();
+    InterferenceEvaluation e;
+    e.arm = model.arm().Name();
+    e.interference = config.interference;
+    // Abstention: the mean over every layer's heads of the mean abstention per row.
+    const auto abstention = [&](const std::vector<std::vector<HeadDiagnostics>>& per_layer) {
+      double sum = 0.0, heads = 0.0;
+      for (const auto& layer : per_layer) {
+        for (const HeadDiagnostics& d : layer) sum += d.abstention / d.rows, heads += 1.0;
+      }
+      return sum / heads;
+    };
+    std::vector<std::vector<HeadDiagnostics>> clean, corrupted;
+    e.clean_loss = ValidationLoss(model, config, corpus.validation, [&] { model.Diagnose(clean); });
+    model.SetInterference(interference);
+    e.loss = ValidationLoss(model, config, corpus.validation, [&] { model.Diagnose(corrupted); });
+    if (sink) e.abstention_clean = abstention(clean), e.abstention = abstention(corrupted);
+    double visible = 0.0, on_corrupted = 0.0, mass = 0.0, rows = 0.0;
+    double gate[2] = {0.0, 0.0}, gates[2] = {0.0, 0.0};  // corrupted, clean: sums and counts
+    for (size_t l = 0; l < corrupted.size(); ++l) {
+      if (!interference.Corrupts(int(l))) continue;
+      for (const HeadDiagnostics& d : corrupted[l]) {
+        visible += d.visible;
+        on_corrupted += d.corrupted_visible;
+        mass += d.corrupted_mass;
+        rows += d.rows;
+        gate[0] += d.gate_corrupted, gates[0] += d.gate_corrupted_count;
+        gate[1] += d.gate_clean, gates[1] += d.gate_clean_count;
+      }
+    }
+    e.corrupted_share = visible > 0.0 ? on_corrupted / visible : 0.0;
+    e.corrupted_mass = rows > 0.0 ? mass / rows : 0.0;
+    if (gates[0] > 0.0) e.gate_corrupted = gate[0] / gates[0];
+    if (gates[1] > 0.0) e.gate_clean = gate[1] / gates[1];
+    return e;
   });
 }
 

@@ -4,11 +4,13 @@
 #define LPATTN_HARNESS_TRAIN_TRAINER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/common/ranks.h"
 #include "harness/model/config.h"
+#include "harness/model/interference.h"
 
 namespace lpattn::harness {
 
@@ -72,6 +74,24 @@ struct ContextEvaluation {
 // windows < 1, before reading the corpus.
 ContextEvaluation EvaluateAtContext(const std::string& checkpoint_path, const std::string& arm,
                                     const std::string& data, int64_t context, int64_t windows);
+
+// A checkpoint evaluated clean and with interference injected into its value reads
+// (docs/harness.md §1.5), on the run's validation windows. Means over the corrupted layers'
+// heads and rows: the attention mass (share of |w|, a sink's mass included in the whole) on
+// corrupted value positions, against the share of positions corrupted; the value gates on
+// corrupted and clean positions (gate arms); and over every layer, the sink's abstention mass
+// clean and under interference (sink arms).
+struct InterferenceEvaluation {
+  std::string arm, interference;
+  double clean_loss = 0.0, loss = 0.0;  // loss - clean_loss: the increase
+  double corrupted_share = 0.0;          // of the value rows of the corrupted layers
+  double corrupted_mass = 0.0;
+  std::optional<double> gate_corrupted, gate_clean;
+  std::optional<double> abstention_clean, abstention;
+};
+InterferenceEvaluation EvaluateWithInterference(const std::string& checkpoint_path,
+                                                const std::string& arm, const std::string& data,
+                                                const Interference& interference);
 
 // The full-sequence forward's logits at every position of each prompt (byte tokens, 1 to
 // context of them), under a checkpoint's weights with its own arm or, if `arm` is not empty,

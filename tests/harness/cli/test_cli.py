@@ -133,6 +133,20 @@ class LongerContext(unittest.TestCase):
             self.assertEqual(result.returncode, 1)
             self.assertIn("needs a model trained with --pos rope", result.stderr)
             self.assertFalse(os.path.exists(refused))
+            # Interference at evaluation, written as JSON.
+            noisy = os.path.join(tmp, "noise.json")
+            result = lpattn("eval", "--checkpoint", os.path.join(run, "checkpoint.bin"),
+                            "--interference", "noise:rho=0.2,sigma=2", "--out", noisy)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn("noise:rho=0.2:sigma=2", result.stdout)
+            with open(noisy) as f:
+                saved = json.load(f)
+            self.assertAlmostEqual(saved["increase"], saved["loss"] - saved["clean_loss"])
+            self.assertIsNone(saved["gate_corrupted"])  # exact attention has no gate
+            result = lpattn("eval", "--checkpoint", os.path.join(run, "checkpoint.bin"),
+                            "--interference", "noise:rho=2")
+            self.assertEqual(result.returncode, 1)
+            self.assertIn("rho must be in [0, 1]", result.stderr)
             result = lpattn("eval", "--checkpoint", os.path.join(run, "checkpoint.bin"),
                             "--context", "four")
             self.assertEqual(result.returncode, 1)

@@ -57,9 +57,11 @@ class ModelGradientTest : public ::testing::TestWithParam<std::string> {};
 // rounding error (about eps * |L| / h = 2e-4) both stay well under the bound
 // 2% |g| + 5e-4. A parameter is checked when its gradient is at least 1% of the tensor's
 // largest and at least 0.01, where that bound is meaningful: a gradient off by 10% fails it.
-void ExpectGradientMatchesFiniteDifferences(const ModelConfig& shape, const std::string& arm) {
+void ExpectGradientMatchesFiniteDifferences(const ModelConfig& shape, const std::string& arm,
+                                            const std::string& interference = "none") {
   const size_t B = 2, T = size_t(shape.context);
   Gpt model(shape, arm, B);
+  model.SetInterference(ParseInterference(interference));
   model.InitParams(5);
   // Larger than the 0.02 init so every path carries signal (and the sink logits are nonzero).
   for (float& p : model.params()) p *= 5.0f;
@@ -117,6 +119,20 @@ TEST_P(RopeGradientTest, MatchesFiniteDifferences) {
 }
 INSTANTIATE_TEST_SUITE_P(Arms, RopeGradientTest,
                          ::testing::Values("exact", "sink", "outgate+normgate"));
+
+// Interference in training (docs/harness.md §1.5): the noise's path through rms(v) and the
+// swap's routing of a replaced row's gradient to its source row.
+class InterferenceGradientTest
+    : public ::testing::TestWithParam<std::pair<const char*, const char*>> {};
+TEST_P(InterferenceGradientTest, MatchesFiniteDifferences) {
+  ExpectGradientMatchesFiniteDifferences(SmallModel(), GetParam().first, GetParam().second);
+}
+INSTANTIATE_TEST_SUITE_P(
+    Arms, InterferenceGradientTest,
+    ::testing::Values(std::pair{"exact", "noise:rho=0.5,sigma=1"},
+                      std::pair{"normgate", "noise:rho=0.3,sigma=2,layer=1"},
+                      std::pair{"sink", "swap:rho=0.5"},
+                      std::pair{"outgate+projgate", "swap:rho=0.4,layer=0,seed=3"}));
 
 TEST(RopeModel, HasNoPositionEmbeddingAndServesAnyContext) {
   ModelConfig shape = SmallModel();

@@ -208,6 +208,60 @@ TEST(Trainer, RotaryModelIsEvaluatedAtFourTimesItsContext) {
   EXPECT_NO_THROW(EvaluateAtContext(dir / "learned/checkpoint.bin", "", "", 16, 4));
 }
 
+// Interference at evaluation (docs/harness.md §1.5): the same checkpoint clean and corrupted;
+// rho = 0 changes nothing; strong noise raises the loss; the corrupted share is about rho; a
+// gate arm reports its gates, a sink arm its abstention.
+TEST(Trainer, InterferenceAtEvaluationAndInTraining) {
+  ScratchDir dir("lpattn-interference");
+  TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  c.arm = "sink+normgate";
+  const RunSummary s = TrainRun(c, dir / "run", false, nullptr);
+  const std::string checkpoint = dir / "run/checkpoint.bin";
+  const InterferenceEvaluation none =
+      EvaluateWithInterference(checkpoint, "", "", ParseInterference("noise:rho=0,sigma=1"));
+  EXPECT_EQ(none.clean_loss, s.final_val_loss);
+  EXPECT_EQ(none.loss, none.clean_loss);
+  const InterferenceEvaluation noisy =
+      EvaluateWithInterference(checkpoint, "", "", ParseInterference("noise:rho=0.3,sigma=4"));
+  EXPECT_EQ(noisy.clean_loss, s.final_val_loss);
+  EXPECT_GT(noisy.loss, noisy.clean_loss);
+  EXPECT_NEAR(noisy.corrupted_share, 0.3, 0.05);
+  EXPECT_GT(noisy.corrupted_mass, 0.0);
+  EXPECT_LT(noisy.corrupted_mass, 1.0);
+  ASSERT_TRUE(noisy.gate_corrupted && noisy.gate_clean && noisy.abstention_clean);
+  // normgate's gate reads ||v||, which the noise raises: its gate moves on corrupted rows.
+  EXPECT_NE(*noisy.gate_corrupted, *noisy.gate_clean);
+  EXPECT_EQ(noisy.interference, "noise:rho=0.3:sigma=4");
+  const InterferenceEvaluation swapped =
+      EvaluateWithInterference(checkpoint, "", "", ParseInterference("swap:rho=0.5,layer=1"));
+  EXPECT_NE(swapped.loss, swapped.clean_loss);
+  EXPECT_THROW(
+      EvaluateWithInterference(checkpoint, "", "", ParseInterference("swap:rho=0.5,layer=9")),
+      std::invalid_argument);
+  // Exact attention: no gates, no abstention.
+  TrainConfig exact = c;
+  exact.arm = "exact";
+  exact.steps = 4;
+  exact.eval_every = 2;
+  exact.checkpoint_every = 4;
+  TrainRun(exact, dir / "exact", false, nullptr);
+  const InterferenceEvaluation plain = EvaluateWithInterference(
+      dir / "exact/checkpoint.bin", "", "", ParseInterference("noise:rho=0.3,sigma=1"));
+  EXPECT_FALSE(plain.gate_corrupted.has_value());
+  EXPECT_FALSE(plain.abstention.has_value());
+
+  // Training under interference: reproducible, different from clean training, and its
+  // validation loss is measured clean (the checkpoint's clean evaluation gives it back).
+  TrainConfig trained = exact;
+  trained.interference = "swap:rho=0.3";
+  const RunSummary a = TrainRun(trained, dir / "a", false, nullptr);
+  const RunSummary b = TrainRun(trained, dir / "b", false, nullptr);
+  EXPECT_EQ(a.final_val_loss, b.final_val_loss);
+  EXPECT_NE(a.final_val_loss,
+            EvaluateCheckpoint(dir / "exact/checkpoint.bin", "", ""));
+  EXPECT_EQ(EvaluateCheckpoint(dir / "a/checkpoint.bin", "", ""), a.final_val_loss);
+}
+
 // The logits an engine checks itself against (docs/harness.md §3.6): a prompt's rows are the
 // model's forward on a window it begins, whatever follows it and whatever else is in the call.
 TEST(Trainer, PrefixLogitsAreTheForwardOnThePrompt) {
