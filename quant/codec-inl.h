@@ -113,7 +113,7 @@ HWY_INLINE hn::Vec<DF> RoundMiniFloat(DF df, hn::Vec<DF> x) {
 #define LPATTN_QUANT_F16C 0
 #endif
 template <class DF>
-HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeFp16Lanes(DF df, hn::Vec<DF> x) {
+HWY_INLINE hn::Vec<hn::RebindToSigned<DF>> EncodeFp16Lanes([[maybe_unused]] DF df, hn::Vec<DF> x) {
 #if LPATTN_QUANT_F16C
   const hn::Rebind<hwy::float16_t, DF> dh;
   const hn::Rebind<uint16_t, DF> du16;

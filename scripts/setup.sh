@@ -7,7 +7,7 @@ set -euo pipefail
 script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 packages=(
-  cmake g++ make pkg-config
+  cmake g++ make pkg-config ccache
   libhwy-dev libtbb-dev
   libbenchmark-dev libgtest-dev
   libcli11-dev nlohmann-json3-dev

@@ -329,18 +329,13 @@ int RunEvalAtContext(const EvalOptions& options, const harness::CheckpointState&
               static_cast<long long>(e.windows));
   std::printf("val loss    %.4f\n\n", e.val_loss);
   std::printf("| positions | loss | attention entropy (nats) | max weight |\n|---|---|---|---|\n");
-  nlohmann::json buckets = nlohmann::json::array();
   for (const harness::PositionBucket& b : e.buckets) {
     std::printf("| %lld-%lld | %.4f | %.3f | %.3f |\n", static_cast<long long>(b.begin),
                 static_cast<long long>(b.end - 1), b.loss, b.entropy, b.max_weight);
-    buckets.push_back({{"begin", b.begin}, {"end", b.end}, {"loss", b.loss},
-                       {"entropy", b.entropy}, {"max_weight", b.max_weight}});
   }
   if (!options.out.empty()) {
-    const nlohmann::json j = {{"checkpoint", options.checkpoint}, {"arm", e.arm},
-                              {"pos", e.pos}, {"trained_context", e.trained_context},
-                              {"context", e.context}, {"windows", e.windows},
-                              {"val_loss", e.val_loss}, {"buckets", buckets}};
+    nlohmann::json j = harness::ContextEvaluationJson(e);
+    j["checkpoint"] = options.checkpoint;
     harness::WriteFileAtomically(options.out, j.dump(2) + "\n");
     std::printf("\nwrote %s\n", options.out.c_str());
   }
@@ -370,21 +365,8 @@ int RunEvalWithInterference(const EvalOptions& options, const harness::Checkpoin
               OptionalCell(e.gate_corrupted).c_str(), OptionalCell(e.gate_clean).c_str(),
               OptionalCell(e.abstention_clean).c_str(), OptionalCell(e.abstention).c_str());
   if (!options.out.empty()) {
-    const auto optional = [](const std::optional<double>& x) {
-      return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
-    };
-    const nlohmann::json j = {{"checkpoint", options.checkpoint},
-                              {"arm", e.arm},
-                              {"interference", e.interference},
-                              {"clean_loss", e.clean_loss},
-                              {"loss", e.loss},
-                              {"increase", e.loss - e.clean_loss},
-                              {"corrupted_share", e.corrupted_share},
-                              {"corrupted_mass", e.corrupted_mass},
-                              {"gate_corrupted", optional(e.gate_corrupted)},
-                              {"gate_clean", optional(e.gate_clean)},
-                              {"abstention_clean", optional(e.abstention_clean)},
-                              {"abstention", optional(e.abstention)}};
+    nlohmann::json j = harness::InterferenceEvaluationJson(e);
+    j["checkpoint"] = options.checkpoint;
     harness::WriteFileAtomically(options.out, j.dump(2) + "\n");
     std::printf("\nwrote %s\n", options.out.c_str());
   }
@@ -517,7 +499,7 @@ CLI::App* AddSweep(CLI::App& app, SweepOptions& options) {
 void PrintSweepRun(const harness::SweepRunInfo& run) {
   using Action = harness::SweepRunInfo::Action;
   if (run.action == Action::kEvaluate) {
-    std::fprintf(stderr, "[swap %d/%d] %s seed %llu evaluated with %s\n", run.index, run.count,
+    std::fprintf(stderr, "[eval %d/%d] %s seed %llu evaluated with %s\n", run.index, run.count,
                  run.arm.c_str(), static_cast<unsigned long long>(run.seed), run.with.c_str());
     return;
   }
@@ -555,7 +537,9 @@ int RunSweep(const SweepOptions& options) {
   }
   for (const std::string& arm : arms) CheckArm(arm);
   if (!options.reference.empty()) extras.reference = options.reference;
-  const TrainConfig base = BuildConfig(options.config, harness::PresetConfig(preset));
+  TrainConfig planned = harness::PresetConfig(preset);
+  if (!options.plan.empty()) harness::FindSweepPlan(options.plan).Configure(planned);
+  const TrainConfig base = BuildConfig(options.config, planned);
   const harness::Ranks& ranks = harness::Ranks::World();
   {
     ProgressLine line;  // each rank's progress line would overwrite the others': rank 0's only

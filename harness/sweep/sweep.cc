@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/model/attention_arm.h"
+#include "harness/model/interference.h"
 #include "harness/common/atomic_file.h"
 #include "harness/sweep/sweep_internal.h"
 #include "harness/train/checkpoint.h"
@@ -44,6 +46,10 @@ SweepExtras ExtrasFromJson(const json& sweep) {
   extras.plan = sweep.value("plan", std::string());
   extras.reference = sweep.value("reference", std::string());
   if (sweep.contains("paper")) extras.paper = sweep.at("paper").get<std::map<std::string, std::string>>();
+  if (sweep.contains("interference")) {
+    extras.interference = sweep.at("interference").get<std::vector<std::string>>();
+  }
+  if (sweep.contains("contexts")) extras.contexts = sweep.at("contexts").get<std::vector<int64_t>>();
   if (sweep.contains("swaps")) {
     for (const json& s : sweep.at("swaps")) {
       extras.swaps.push_back({s.at("trained").get<std::string>(), s.at("with").get<std::string>(),
@@ -136,6 +142,8 @@ std::vector<T> Union(std::vector<T> first, const std::vector<T>& second) {
 void AddExtrasToJson(const SweepExtras& extras, json& sweep) {
   if (!extras.plan.empty()) sweep["plan"] = extras.plan;
   if (!extras.reference.empty()) sweep["reference"] = extras.reference;
+  if (!extras.interference.empty()) sweep["interference"] = extras.interference;
+  if (!extras.contexts.empty()) sweep["contexts"] = extras.contexts;
   if (!extras.paper.empty()) sweep["paper"] = extras.paper;
   if (!extras.swaps.empty()) {
     json swaps = json::array();
@@ -160,6 +168,18 @@ SweepExtras MergeExtras(SweepExtras earlier, const SweepExtras& later) {
                                 "'; `lpattn report DIR --reference ARM` shows other pairings");
   }
   if (!later.reference.empty()) earlier.reference = later.reference;
+  for (const std::string& spec : later.interference) {
+    if (std::find(earlier.interference.begin(), earlier.interference.end(), spec) ==
+        earlier.interference.end()) {
+      earlier.interference.push_back(spec);
+    }
+  }
+  for (const int64_t context : later.contexts) {
+    if (std::find(earlier.contexts.begin(), earlier.contexts.end(), context) ==
+        earlier.contexts.end()) {
+      earlier.contexts.push_back(context);
+    }
+  }
   for (const auto& [arm, text] : later.paper) earlier.paper[arm] = text;
   for (const EvalSwap& swap : later.swaps) {
     const auto same = std::find_if(earlier.swaps.begin(), earlier.swaps.end(), [&](const EvalSwap& s) {
@@ -210,7 +230,79 @@ void RunEvalSwaps(const fs::path& dir, const std::vector<EvalSwap>& swaps,
   }
 }
 
+// The evaluations of every finished run of the sweep (interference, contexts) that have no file
+// yet, each written atomically into its run directory.
+void RunEvaluations(const fs::path& dir, const SweepExtras& extras,
+                    const std::vector<std::string>& arms, const std::vector<uint64_t>& seeds,
+                    const TrainConfig& base, const SweepRunFn& on_run) {
+  struct Pending {
+    SweepRunInfo info;
+    fs::path file;
+    std::function<json(const std::string&)> evaluate;
+  };
+  std::vector<Pending> pending;
+  const int64_t windows = std::min(base.eval_windows, 16);  // long contexts: bounded time
+  for (const std::string& arm : arms) {
+    for (const uint64_t seed : seeds) {
+      const fs::path run = dir / RunDirName(arm, seed);
+      if (!fs::exists(run / "summary.json")) continue;
+      const auto add = [&](const std::string& what, const fs::path& file, auto evaluate) {
+        if (fs::exists(file)) return;
+        pending.push_back({{arm, seed, run.string(), 0, 0, SweepRunInfo::Action::kEvaluate, what},
+                           file, evaluate});
+      };
+      for (const std::string& spec : extras.interference) {
+        add(spec, run / InterferenceFileName(spec), [spec](const std::string& checkpoint) {
+          return InterferenceEvaluationJson(
+              EvaluateWithInterference(checkpoint, "", "", ParseInterference(spec)));
+        });
+      }
+      for (const int64_t context : extras.contexts) {
+        add("context " + std::to_string(context), run / ContextFileName(context),
+            [context, windows](const std::string& checkpoint) {
+              return ContextEvaluationJson(
+                  EvaluateAtContext(checkpoint, "", "", context, windows));
+            });
+      }
+    }
+  }
+  int index = 0;
+  for (Pending& p : pending) {
+    p.info.index = ++index;
+    p.info.count = int(pending.size());
+    if (on_run) on_run(p.info);
+    const json result = p.evaluate((fs::path(p.info.dir) / "checkpoint.bin").string());
+    WriteFileAtomically(p.file.string(), result.dump(2) + "\n");
+  }
+}
+
+// The extras' evaluations are possible for this base config: each interference parses and fits
+// the model (a swap needs batch >= 2, a layer must exist); a context other than the trained one
+// needs rotary positions.
+void CheckEvaluations(const SweepExtras& extras, const TrainConfig& base) {
+  for (const std::string& spec : extras.interference) {
+    TrainConfig config = base;
+    config.interference = spec;
+    ValidateConfig(config);
+  }
+  for (const int64_t context : extras.contexts) {
+    if (context < 1) throw std::invalid_argument("sweep: a context evaluation needs >= 1 token");
+    if (context != base.model.context && base.model.pos != "rope") {
+      throw std::invalid_argument("sweep: evaluating at a context of " + std::to_string(context) +
+                                  " needs --pos rope (the runs train at " +
+                                  std::to_string(base.model.context) + ")");
+    }
+  }
+}
+
 }  // namespace
+
+std::string InterferenceFileName(const std::string& interference) {
+  return "interference-" + ArmDirName(FormatInterference(ParseInterference(interference))) + ".json";
+}
+std::string ContextFileName(int64_t context) {
+  return "context-" + std::to_string(context) + ".json";
+}
 
 std::vector<std::string> SplitArmList(const std::string& list) {
   std::vector<std::string> arms;
@@ -267,6 +359,9 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
     if (seeds.empty()) throw std::invalid_argument("sweep: no seeds given");
     RejectDuplicates(arms, "arm");
     RejectDuplicates(seeds, "seed");
+    for (std::string& spec : all_extras.interference) {  // canonical, so files and merges agree
+      spec = FormatInterference(ParseInterference(spec));
+    }
     if (base.init_seed && base.data_seed) {
       throw std::invalid_argument(
           "sweep: --init-seed and --data-seed are both fixed, so every seed would be the same "
@@ -291,7 +386,7 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
       }
       all_arms = Union(existing.at("arms").get<std::vector<std::string>>(), arms);
       all_seeds = Union(existing.at("seeds").get<std::vector<uint64_t>>(), seeds);
-      all_extras = MergeExtras(ExtrasFromJson(existing), extras);
+      all_extras = MergeExtras(ExtrasFromJson(existing), all_extras);
     }
     RejectDirCollisions(all_arms);
     if (!all_extras.reference.empty() &&
@@ -300,6 +395,7 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
                                   "' is not one of the arms");
     }
     CheckSwaps(all_extras.swaps, all_arms, base.model);
+    CheckEvaluations(all_extras, base);
     // Every run reads the corpus: a missing or unreadable one fails here, before sweep.json.
     LoadCorpus(base.data.empty() ? DefaultCorpusPath() : base.data, size_t(base.model.context));
   });
@@ -349,7 +445,10 @@ void RunSweep(const TrainConfig& base, const std::vector<std::string>& arms,
     }
   });
   ranks.Agree([&] {
-    if (ranks.leader()) RunEvalSwaps(dir, all_extras.swaps, all_seeds, on_run);
+    if (ranks.leader()) {
+      RunEvalSwaps(dir, all_extras.swaps, all_seeds, on_run);
+      RunEvaluations(dir, all_extras, all_arms, all_seeds, base, on_run);
+    }
   });
 }
 

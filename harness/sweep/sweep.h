@@ -56,7 +56,17 @@ struct SweepExtras {
   std::string reference;                     // the arm gaps are paired with; empty: `exact`
   std::map<std::string, std::string> paper;  // arm -> what the plan's source reports
   std::vector<EvalSwap> swaps;
+  // Evaluations of every finished run (docs/harness.md §3.4): with each interference
+  // (ParseInterference text, canonical form) into InterferenceFileName(spec), and at each
+  // context (tokens) into ContextFileName(context).
+  std::vector<std::string> interference;
+  std::vector<int64_t> contexts;
 };
+
+// "interference-<ArmDirName(canonical spec)>.json" and "context-<n>.json" in a run directory:
+// the JSON that `lpattn eval --interference/--context --out` writes.
+std::string InterferenceFileName(const std::string& interference);
+std::string ContextFileName(int64_t context);
 
 // What RunSweep does with one run, reported before it starts on it.
 struct SweepRunInfo {
@@ -130,6 +140,22 @@ struct ArmReport {
   // Attention diagnostics (each run's attention.json), means over the runs that have them:
   // the zero fraction, first-token mass and sink rate, and the abstention mass (sink arms).
   std::optional<double> zero_frac, first_mass, sink_rate, abstention;
+  // Per interference of the sweep (in SweepExtras order), means over the runs with its file:
+  // increase, share corrupted, mass on corrupted, gates (corrupted, clean), abstention (clean,
+  // corrupted); and per context: loss, and the last position bucket's loss, entropy and max.
+  struct InterferenceRow {
+    std::string interference;
+    int runs = 0;
+    std::optional<double> increase, share, mass, gate_corrupted, gate_clean, abstention_clean,
+        abstention;
+  };
+  struct ContextRow {
+    int64_t context = 0;
+    int runs = 0;
+    std::optional<double> loss, last_loss, last_entropy, last_max_weight;
+  };
+  std::vector<InterferenceRow> interference;
+  std::vector<ContextRow> contexts;
 
   int finished() const;
 };

@@ -1,4 +1,4 @@
-// The named sweeps (docs/harness.md §4 for kint-paper).
+// The named sweeps (docs/harness.md §4).
 #include "harness/sweep/sweep_plan.h"
 
 #include <stdexcept>
@@ -92,7 +92,75 @@ SweepPlan LowPrecisionPlan() {
   return plan;
 }
 
+// The value-gating paper's three statements (docs/harness.md §4) at the context where sinks form:
+// value-only gates keep the first-token sink and the query-controlled output gate removes it;
+// abstention (sinks) and filtering (gates) add up; and they resist interference in the value
+// reads in distinguishable ways. 3 seeds, medium (256 tokens); `--preset large` for 8 layers.
+SweepPlan GatingPaperPlan() {
+  SweepPlan plan;
+  plan.name = "gating-paper";
+  plan.summary =
+      "the value-gating paper's statements: sinks, value and output gates and their composites, "
+      "with interference at evaluation, 3 seeds, medium";
+  plan.preset = "medium";
+  plan.seeds = {1, 2, 3};
+  plan.arms = {
+      {"exact", "reference"},
+      {"sink", "abstains"},
+      {"offbyone", "abstains (fixed sink)"},
+      {"normgate", "filters; keeps the first-token sink"},
+      {"projgate", "filters; keeps the first-token sink"},
+      {"outgate", "query-controlled; removes the sink"},
+      {"sink+normgate", "abstention + filtering: gains add"},
+      {"sink+projgate", "abstention + filtering: gains add"},
+      {"outgate+sink", "gains add"},
+      {"outgate+normgate", "gains add"},
+      {"outgate+projgate", "gains add"},
+  };
+  plan.interference = {"noise:rho=0.1,sigma=1", "swap:rho=0.1"};
+  return plan;
+}
+
+// Thresholded differential attention's length robustness (docs/harness.md §4): rotary models
+// trained at 256 tokens and evaluated at 256, 512 and 1024, 2 seeds, medium.
+SweepPlan ThresholdPaperPlan() {
+  SweepPlan plan;
+  plan.name = "tda-paper";
+  plan.summary =
+      "exact and tda (1 and 2 views) with rotary positions, trained at 256 tokens and evaluated "
+      "at 256 to 1024, 2 seeds, medium";
+  plan.preset = "medium";
+  plan.pos = "rope";
+  plan.seeds = {1, 2};
+  plan.arms = {{"exact", "reference; spreads with length"},
+               {"tda:views=1", "sparse, no sink"},
+               {"tda", "sparse, no sink; robust at longer sequences"}};
+  plan.contexts = {256, 512, 1024};
+  return plan;
+}
+
+// The K-interval paper's detached-extrema claim: with the extrema detached, the loss turns up
+// after about 25-30M tokens. 39,100 steps of the small preset (768 tokens each, 30.0M tokens),
+// exact and the detached K=32 arm, 2 seeds: hours on 2 cores.
+SweepPlan KIntervalDetachPlan() {
+  SweepPlan plan;
+  plan.name = "kint-detach";
+  plan.summary = "exact and detached-extrema K=32 for 30M tokens (hours), 2 seeds, small";
+  plan.preset = "small";
+  plan.steps = 39100;
+  plan.seeds = {1, 2};
+  plan.arms = {{"exact", "reference"},
+               {"kint:K=32:cal=minmax:round=lerp:ste=exact:detach=1",
+                "loss turns up after ~25-30M tokens"}};
+  return plan;
+}
+
 }  // namespace
+
+void SweepPlan::Configure(TrainConfig& config) const {
+  if (steps > 0) config.steps = steps;
+  if (!pos.empty()) config.model.pos = pos;
+}
 
 std::vector<std::string> SweepPlan::ArmNames() const {
   std::vector<std::string> names;
@@ -107,12 +175,16 @@ SweepExtras SweepPlan::Extras() const {
     if (!a.paper.empty()) extras.paper[a.arm] = a.paper;
   }
   extras.swaps = swaps;
+  extras.reference = reference;
+  extras.interference = interference;
+  extras.contexts = contexts;
   return extras;
 }
 
 const std::vector<SweepPlan>& SweepPlans() {
   static const std::vector<SweepPlan> plans = {KIntervalPaperPlan(), GatingPlan(),
-                                                LowPrecisionPlan()};
+                                                LowPrecisionPlan(),  GatingPaperPlan(),
+                                                ThresholdPaperPlan(), KIntervalDetachPlan()};
   return plans;
 }
 

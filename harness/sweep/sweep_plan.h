@@ -24,9 +24,17 @@ struct SweepPlan {
   std::vector<PlannedArm> arms;
   std::vector<uint64_t> seeds;
   std::vector<EvalSwap> swaps;
+  std::string reference;                  // empty: exact
+  int steps = 0;                          // 0: the preset's
+  std::string pos;                        // empty: the preset's (learned)
+  std::vector<std::string> interference;  // evaluations of every finished run (§1.5)
+  std::vector<int64_t> contexts;          // evaluations at these contexts (§3.8)
 
   std::vector<std::string> ArmNames() const;
-  SweepExtras Extras() const;  // plan name, paper column and swaps for RunSweep
+  SweepExtras Extras() const;  // plan name, paper column, swaps and evaluations for RunSweep
+  // Applies the plan's steps and positions to a preset's config (flags given on the command
+  // line are applied after, and win).
+  void Configure(TrainConfig& config) const;
 };
 
 // The plans, in the order --help lists them.

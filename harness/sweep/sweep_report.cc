@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -94,8 +95,96 @@ void ReadDiagnostics(const fs::path& path, std::vector<double>* values) {
   }
 }
 
+// A number of a JSON object, or nothing when it is null or absent.
+std::optional<double> NumberOrNull(const json& j, const char* key) {
+  if (!j.contains(key) || j.at(key).is_null()) return std::nullopt;
+  return j.at(key).get<double>();
+}
+
+// Mean of each field over the files that exist, in the order of `keys`.
+struct FileMeans {
+  int runs = 0;
+  std::vector<std::optional<double>> means;
+};
+FileMeans MeanOfFiles(const std::vector<fs::path>& files,
+                      const std::vector<std::function<std::optional<double>(const json&)>>& keys) {
+  std::vector<std::vector<double>> values(keys.size());
+  FileMeans out;
+  for (const fs::path& file : files) {
+    if (!fs::exists(file)) continue;
+    const json j = ReadJson(file);
+    try {
+      for (size_t k = 0; k < keys.size(); ++k) {
+        if (const auto x = keys[k](j)) values[k].push_back(*x);
+      }
+    } catch (const json::exception& e) {
+      throw std::runtime_error(file.string() + " is malformed: " + e.what());
+    }
+    ++out.runs;
+  }
+  for (const std::vector<double>& v : values) out.means.push_back(Mean(v));
+  return out;
+}
+
+// The sweep's interference and context evaluations of one arm, means over its runs' files.
+void ReadEvaluations(const fs::path& dir, const SweepExtras& extras, ArmReport& report) {
+  std::vector<fs::path> files;
+  const auto runs_files = [&](const std::string& name) {
+    files.clear();
+    for (const SeedRun& run : report.runs) files.push_back(dir / run.dir / name);
+    return files;
+  };
+  const auto field = [](const char* key) {
+    return [key](const json& j) { return NumberOrNull(j, key); };
+  };
+  for (const std::string& spec : extras.interference) {
+    const FileMeans m = MeanOfFiles(
+        runs_files(InterferenceFileName(spec)),
+        {field("increase"), field("corrupted_share"), field("corrupted_mass"),
+         field("gate_corrupted"), field("gate_clean"), field("abstention_clean"),
+         field("abstention")});
+    report.interference.push_back({spec, m.runs, m.means[0], m.means[1], m.means[2], m.means[3],
+                                   m.means[4], m.means[5], m.means[6]});
+  }
+  const auto last_bucket = [](const char* key) {
+    return [key](const json& j) { return NumberOrNull(j.at("buckets").back(), key); };
+  };
+  for (const int64_t context : extras.contexts) {
+    const FileMeans m =
+        MeanOfFiles(runs_files(ContextFileName(context)),
+                    {field("val_loss"), last_bucket("loss"), last_bucket("entropy"),
+                     last_bucket("max_weight")});
+    report.contexts.push_back({context, m.runs, m.means[0], m.means[1], m.means[2], m.means[3]});
+  }
+}
+
 json IntervalJson(const std::optional<Interval>& interval) {
   return interval ? json::array({interval->low, interval->high}) : json(nullptr);
+}
+
+json InterferenceRowsJson(const ArmReport& r) {
+  json rows = json::array();
+  for (const ArmReport::InterferenceRow& x : r.interference) {
+    rows.push_back({{"interference", x.interference}, {"runs", x.runs},
+                    {"increase", Optional(x.increase)}, {"corrupted_share", Optional(x.share)},
+                    {"corrupted_mass", Optional(x.mass)},
+                    {"gate_corrupted", Optional(x.gate_corrupted)},
+                    {"gate_clean", Optional(x.gate_clean)},
+                    {"abstention_clean", Optional(x.abstention_clean)},
+                    {"abstention", Optional(x.abstention)}});
+  }
+  return rows;
+}
+
+json ContextRowsJson(const ArmReport& r) {
+  json rows = json::array();
+  for (const ArmReport::ContextRow& x : r.contexts) {
+    rows.push_back({{"context", x.context}, {"runs", x.runs}, {"val_loss", Optional(x.loss)},
+                    {"last_bucket_loss", Optional(x.last_loss)},
+                    {"last_bucket_entropy", Optional(x.last_entropy)},
+                    {"last_bucket_max_weight", Optional(x.last_max_weight)}});
+  }
+  return rows;
 }
 
 json ReportJson(const SweepReport& report, const json& sweep) {
@@ -140,6 +229,8 @@ json ReportJson(const SweepReport& report, const json& sweep) {
                                    {"sink_rate", Optional(r.sink_rate)},
                                    {"abstention", Optional(r.abstention)}}},
                     {"paper", r.paper.empty() ? json(nullptr) : json(r.paper)},
+                    {"interference", InterferenceRowsJson(r)},
+                    {"contexts", ContextRowsJson(r)},
                     {"gap_to_reference", gap}});
   }
   json swaps = json::array();
@@ -304,6 +395,7 @@ SweepReport ReportSweep(const std::string& out_dir, const std::string& reference
     report.first_mass = Mean(diagnostics[1]);
     report.sink_rate = Mean(diagnostics[2]);
     report.abstention = Mean(diagnostics[3]);
+    ReadEvaluations(dir, extras, report);
     reports.push_back(std::move(report));
   }
 
@@ -439,6 +531,47 @@ std::string DiagnosticsTable(const std::vector<ArmReport>& reports) {
   return table.str();
 }
 
+std::string Cell(const std::optional<double>& x, int digits = 4) {
+  return x ? Fixed(*x, digits) : std::string("—");
+}
+
+std::string InterferenceTable(const std::vector<ArmReport>& reports) {
+  std::ostringstream table;
+  table << "\nInterference at evaluation (docs/harness.md §1.5), means over runs: loss increase "
+           "over the clean evaluation, share of value positions corrupted and the attention mass "
+           "on them, value gates on corrupted and clean positions, sink abstention clean and "
+           "corrupted.\n\n"
+        << "| arm | interference | runs | loss increase | corrupted share | mass on corrupted | "
+           "gate (corrupted) | gate (clean) | abstention (clean) | abstention (corrupted) |\n"
+        << "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const ArmReport& r : reports) {
+    for (const ArmReport::InterferenceRow& x : r.interference) {
+      table << "| `" << r.arm << "` | `" << x.interference << "` | " << x.runs << " | "
+            << (x.increase ? Signed(*x.increase) : "—") << " | " << Cell(x.share) << " | "
+            << Cell(x.mass) << " | " << Cell(x.gate_corrupted) << " | " << Cell(x.gate_clean)
+            << " | " << Cell(x.abstention_clean) << " | " << Cell(x.abstention) << " |\n";
+    }
+  }
+  return table.str();
+}
+
+std::string ContextTable(const std::vector<ArmReport>& reports) {
+  std::ostringstream table;
+  table << "\nEvaluation at longer contexts (docs/harness.md §3.8), means over runs: validation "
+           "loss, and in the last bucket of positions the loss, the attention entropy (nats) and "
+           "the largest weight share per row.\n\n"
+        << "| arm | context | runs | val loss | last-bucket loss | entropy | max weight |\n"
+        << "|---|---|---|---|---|---|---|\n";
+  for (const ArmReport& r : reports) {
+    for (const ArmReport::ContextRow& x : r.contexts) {
+      table << "| `" << r.arm << "` | " << x.context << " | " << x.runs << " | " << Cell(x.loss)
+            << " | " << Cell(x.last_loss) << " | " << Cell(x.last_entropy, 3) << " | "
+            << Cell(x.last_max_weight, 3) << " |\n";
+    }
+  }
+  return table.str();
+}
+
 }  // namespace
 
 std::string FormatReportTable(const SweepReport& report) {
@@ -474,6 +607,8 @@ std::string FormatReportTable(const SweepReport& report) {
   const bool diagnosed = std::any_of(reports.begin(), reports.end(),
                                      [](const ArmReport& r) { return r.zero_frac.has_value(); });
   if (diagnosed) table << DiagnosticsTable(reports);
+  if (!reports.empty() && !reports[0].interference.empty()) table << InterferenceTable(reports);
+  if (!reports.empty() && !reports[0].contexts.empty()) table << ContextTable(reports);
   return table.str();
 }
 

@@ -482,6 +482,34 @@ InterferenceEvaluation EvaluateWithInterference(const std::string& checkpoint_pa
   });
 }
 
+nlohmann::json ContextEvaluationJson(const ContextEvaluation& e) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const PositionBucket& b : e.buckets) {
+    buckets.push_back({{"begin", b.begin}, {"end", b.end}, {"loss", b.loss},
+                       {"entropy", b.entropy}, {"max_weight", b.max_weight}});
+  }
+  return {{"arm", e.arm},         {"pos", e.pos},     {"trained_context", e.trained_context},
+          {"context", e.context}, {"windows", e.windows}, {"val_loss", e.val_loss},
+          {"buckets", buckets}};
+}
+
+nlohmann::json InterferenceEvaluationJson(const InterferenceEvaluation& e) {
+  const auto optional = [](const std::optional<double>& x) {
+    return x ? nlohmann::json(*x) : nlohmann::json(nullptr);
+  };
+  return {{"arm", e.arm},
+          {"interference", e.interference},
+          {"clean_loss", e.clean_loss},
+          {"loss", e.loss},
+          {"increase", e.loss - e.clean_loss},
+          {"corrupted_share", e.corrupted_share},
+          {"corrupted_mass", e.corrupted_mass},
+          {"gate_corrupted", optional(e.gate_corrupted)},
+          {"gate_clean", optional(e.gate_clean)},
+          {"abstention_clean", optional(e.abstention_clean)},
+          {"abstention", optional(e.abstention)}};
+}
+
 std::vector<std::vector<float>> PrefixLogits(const std::string& checkpoint_path,
                                              const std::string& arm,
                                              const std::vector<std::string>& prompts) {

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "harness/common/ranks.h"
 #include "harness/model/config.h"
 #include "harness/model/interference.h"
@@ -92,6 +94,14 @@ struct InterferenceEvaluation {
 InterferenceEvaluation EvaluateWithInterference(const std::string& checkpoint_path,
                                                 const std::string& arm, const std::string& data,
                                                 const Interference& interference);
+
+// The JSON `lpattn eval --context/--interference --out` and a sweep's evaluations write:
+// {"arm", "pos", "trained_context", "context", "windows", "val_loss", "buckets": [{"begin",
+// "end", "loss", "entropy", "max_weight"}]} and {"arm", "interference", "clean_loss", "loss",
+// "increase", "corrupted_share", "corrupted_mass", "gate_corrupted", "gate_clean",
+// "abstention_clean", "abstention"} (null where an arm has no gate or sink).
+nlohmann::json ContextEvaluationJson(const ContextEvaluation& e);
+nlohmann::json InterferenceEvaluationJson(const InterferenceEvaluation& e);
 
 // The full-sequence forward's logits at every position of each prompt (byte tokens, 1 to
 // context of them), under a checkpoint's weights with its own arm or, if `arm` is not empty,

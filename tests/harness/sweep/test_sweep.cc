@@ -602,6 +602,90 @@ TEST(SweepPlans, LowPrecisionPlanIsExactAtEachPrecision) {
   }
 }
 
+// The value-gating paper's plan: every gate and composite, interference at evaluation.
+TEST(SweepPlans, GatingPaperPlanHasTheCompositesAndInterference) {
+  const SweepPlan& plan = FindSweepPlan("gating-paper");
+  EXPECT_EQ(plan.preset, "medium");
+  EXPECT_EQ(PresetConfig(plan.preset).model.context, 256);  // where sinks form
+  const std::vector<std::string> arms = plan.ArmNames();
+  for (const char* arm : {"exact", "sink", "normgate", "projgate", "outgate", "outgate+sink",
+                          "outgate+normgate", "outgate+projgate", "sink+normgate"}) {
+    EXPECT_NE(std::find(arms.begin(), arms.end(), arm), arms.end()) << arm;
+  }
+  for (const std::string& arm : arms) EXPECT_NO_THROW(MakeArm(arm)) << arm;
+  ASSERT_EQ(plan.interference.size(), 2u);
+  for (const std::string& spec : plan.interference) EXPECT_NO_THROW(ParseInterference(spec));
+  EXPECT_EQ(plan.Extras().interference, plan.interference);
+}
+
+TEST(SweepPlans, ThresholdPaperPlanTrainsRotaryModelsAndEvaluatesLonger) {
+  const SweepPlan& plan = FindSweepPlan("tda-paper");
+  TrainConfig config = PresetConfig(plan.preset);
+  plan.Configure(config);
+  EXPECT_EQ(config.model.pos, "rope");
+  EXPECT_EQ(config.model.context, 256);
+  EXPECT_EQ(plan.contexts, (std::vector<int64_t>{256, 512, 1024}));
+  EXPECT_EQ(plan.ArmNames(), (std::vector<std::string>{"exact", "tda:views=1", "tda"}));
+}
+
+TEST(SweepPlans, DetachPlanSeesThirtyMillionTokens) {
+  const SweepPlan& plan = FindSweepPlan("kint-detach");
+  TrainConfig config = PresetConfig(plan.preset);
+  plan.Configure(config);
+  EXPECT_GE(int64_t(config.steps) * config.batch * config.model.context, 30'000'000);
+  EXPECT_EQ(plan.seeds.size(), 2u);
+  EXPECT_EQ(MakeArm(plan.arms[1].arm)->KernelName(), plan.arms[1].arm);
+}
+
+// A sweep's evaluations (docs/harness.md §3.4): each finished run evaluated once with each
+// interference and at each context, the files read into the report's tables.
+TEST(SweepRun, EvaluatesInterferenceAndContextsOnce) {
+  ScratchDir dir("sweep-evaluations");
+  TrainConfig base = TinyTestConfig(WriteGeneratedCorpus(dir));
+  base.steps = 8;
+  base.eval_every = 4;
+  base.checkpoint_every = 8;
+  base.model.context = 16;
+  const std::string out = dir / "out";
+  SweepExtras extras;
+  extras.interference = {"noise:rho=0.2,sigma=2"};
+  extras.contexts = {32};
+  // Learned positions cannot be evaluated at 32 tokens: refused before writing.
+  EXPECT_THROW(RunSweep(base, {"exact", "normgate"}, {1}, out, {}, {}, extras),
+               std::invalid_argument);
+  EXPECT_FALSE(fs::exists(out));
+  base.model.pos = "rope";
+  int evaluations = 0;
+  const SweepRunFn count = [&](const SweepRunInfo& info) {
+    evaluations += info.action == SweepRunInfo::Action::kEvaluate;
+  };
+  RunSweep(base, {"exact", "normgate"}, {1, 2}, out, {}, count, extras);
+  EXPECT_EQ(evaluations, 8);  // 4 runs x (1 interference + 1 context)
+  const std::string file = InterferenceFileName("noise:rho=0.2,sigma=2");
+  EXPECT_EQ(file, "interference-noise_rho=0.2_sigma=2.json");
+  EXPECT_TRUE(fs::exists(out + "/normgate/seed-2/" + file));
+  EXPECT_TRUE(fs::exists(out + "/exact/seed-1/" + ContextFileName(32)));
+  EXPECT_EQ(ReadJsonFile(out + "/sweep.json")["interference"],
+            json::array({"noise:rho=0.2:sigma=2"}));
+  evaluations = 0;
+  RunSweep(base, {"exact", "normgate"}, {1, 2}, out, {}, count, extras);
+  EXPECT_EQ(evaluations, 0);  // done once
+
+  const SweepReport report = ReportSweep(out);
+  const ArmReport& normgate = Find(report.arms, "normgate");
+  ASSERT_EQ(normgate.interference.size(), 1u);
+  EXPECT_EQ(normgate.interference[0].runs, 2);
+  EXPECT_TRUE(normgate.interference[0].gate_corrupted.has_value());
+  EXPECT_FALSE(Find(report.arms, "exact").interference[0].gate_corrupted.has_value());
+  ASSERT_EQ(normgate.contexts.size(), 1u);
+  EXPECT_EQ(normgate.contexts[0].context, 32);
+  EXPECT_TRUE(normgate.contexts[0].last_entropy.has_value());
+  const std::string table = FormatReportTable(report);
+  EXPECT_NE(table.find("| `normgate` | `noise:rho=0.2:sigma=2` | 2 | +"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| `exact` | 32 | 2 | "), std::string::npos) << table;
+}
+
 TEST(SweepPlans, UnknownPlanListsTheKnownOnes) {
   try {
     FindSweepPlan("no-such-plan");
