@@ -94,7 +94,7 @@ inline void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Wei
         d.first_mass += total > 0.0 ? std::abs(w[0]) / total * (1.0 - abstention) : 0.0;
         d.abstention += abstention;
         if (d.length_bucket > 0 && total > 0.0) AddDispersion(d, i / d.length_bucket, w, total);
-        if (s.corrupted != nullptr && total > 0.0) {
+        if (s.corrupted != nullptr) {  // every visible key counts, even in an all-zero row
           double on_corrupted = 0.0;
           for (size_t j = 0; j < w.size(); ++j) {
             if (s.corrupted[(b * s.T + j) * s.n_head + h]) {
@@ -102,7 +102,7 @@ inline void DiagnoseRows(const ArmShape& s, HeadDiagnostics* per_head, const Wei
               d.corrupted_visible += 1.0;
             }
           }
-          d.corrupted_mass += on_corrupted / total * (1.0 - abstention);
+          if (total > 0.0) d.corrupted_mass += on_corrupted / total * (1.0 - abstention);
         }
       }
     }

@@ -249,6 +249,15 @@ TEST(Trainer, InterferenceAtEvaluationAndInTraining) {
       dir / "exact/checkpoint.bin", "", "", ParseInterference("noise:rho=0.3,sigma=1"));
   EXPECT_FALSE(plain.gate_corrupted.has_value());
   EXPECT_FALSE(plain.abstention.has_value());
+  // Thresholded attention zeroes most weights, often whole rows: the share of positions
+  // corrupted still counts every visible key (it is the uniform reader's mass).
+  TrainConfig tda = exact;
+  tda.arm = "tda";
+  TrainRun(tda, dir / "tda", false, nullptr);
+  const InterferenceEvaluation sparse = EvaluateWithInterference(
+      dir / "tda/checkpoint.bin", "", "", ParseInterference("noise:rho=0.3,sigma=1"));
+  EXPECT_NEAR(sparse.corrupted_share, 0.3, 0.05);
+  EXPECT_LE(sparse.corrupted_mass, 1.0);
 
   // Training under interference: reproducible, different from clean training, and its
   // validation loss is measured clean (the checkpoint's clean evaluation gives it back).
