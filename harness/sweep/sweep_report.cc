@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/common/atomic_file.h"
+#include "harness/sweep/gating_claims.h"
 #include "harness/sweep/sweep_internal.h"
 
 namespace lpattn::harness {
@@ -609,6 +610,7 @@ std::string FormatReportTable(const SweepReport& report) {
   if (diagnosed) table << DiagnosticsTable(reports);
   if (!reports.empty() && !reports[0].interference.empty()) table << InterferenceTable(reports);
   if (!reports.empty() && !reports[0].contexts.empty()) table << ContextTable(reports);
+  if (report.plan == "gating-paper") table << GatingClaims(report);
   return table.str();
 }
 

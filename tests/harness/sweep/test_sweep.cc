@@ -327,6 +327,73 @@ TEST(SweepReport, DiagnosticsAreAveragedOverSeeds) {
       << table;
 }
 
+// The value-gating paper's statements (docs/harness.md §4) read off a gating-paper report:
+// sinks kept by the value gate and removed by the output gate; an additive and a sub-additive
+// composite; a gate that filters noise and is protected.
+TEST(SweepReport, GatingPaperReportGivesEachStatementAVerdict) {
+  ScratchDir dir("sweep-claims");
+  const std::vector<std::string> arms = {"exact", "normgate", "outgate", "sink", "outgate+normgate",
+                                         "outgate+sink"};
+  // Losses: normgate -0.02, outgate -0.03, sink -0.01; outgate+normgate adds up (-0.05 +- noise),
+  // outgate+sink gains nothing over outgate (sub-additive: +0.01 interaction).
+  std::vector<SyntheticRun> runs;
+  const double base[3] = {2.00, 2.10, 2.05}, noise[3] = {0.001, -0.002, 0.001};
+  for (uint64_t s = 1; s <= 3; ++s) {
+    const double e = base[s - 1];
+    runs.push_back({"exact", s, e});
+    runs.push_back({"normgate", s, e - 0.02});
+    runs.push_back({"outgate", s, e - 0.03});
+    runs.push_back({"sink", s, e - 0.01});
+    runs.push_back({"outgate+normgate", s, e - 0.05 + noise[s - 1]});
+    runs.push_back({"outgate+sink", s, e - 0.03 + noise[s - 1] / 10});
+  }
+  WriteSyntheticSweep(dir, arms, {1, 2, 3}, runs);
+  json sweep = ReadJsonFile(dir / "sweep.json");
+  sweep["plan"] = "gating-paper";
+  sweep["interference"] = json::array({"noise:rho=0.1:sigma=1"});
+  std::ofstream(dir / "sweep.json") << sweep;
+  for (const std::string& arm : arms) {
+    const double sink_rate = arm == "exact" || arm == "normgate" ? 0.5 : 0.0;
+    for (uint64_t s = 1; s <= 3; ++s) {
+      const fs::path run = dir.path / RunDirName(arm, s);
+      std::ofstream(run / "attention.json")
+          << json{{"zero_frac", 0.0}, {"first_mass", sink_rate}, {"sink_rate", sink_rate},
+                  {"abstention", nullptr}, {"layers", json::array()}};
+      const bool gate = arm.find("normgate") != std::string::npos;
+      std::ofstream(run / InterferenceFileName("noise:rho=0.1,sigma=1"))
+          << json{{"increase", arm == "exact" ? 0.02 : gate ? 0.01 : 0.03},
+                  {"corrupted_share", 0.1}, {"corrupted_mass", 0.1},
+                  {"gate_corrupted", gate ? json(0.40) : json(nullptr)},
+                  {"gate_clean", gate ? json(0.50) : json(nullptr)},
+                  {"abstention_clean", nullptr}, {"abstention", nullptr}};
+    }
+  }
+  const std::string table = FormatReportTable(ReportSweep(dir.path.string()));
+  EXPECT_NE(table.find("removes it: holds (sink rate: `exact` 0.500, `normgate` 0.500, "
+                       "`outgate` 0.000)"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("`outgate+normgate` against `outgate` + `normgate`: additive within noise"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("`outgate+sink` against `outgate` + `sink`: sub-additive"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("`normgate` filters, protected (+0.0100);"), std::string::npos) << table;
+  EXPECT_NE(table.find("`outgate` not protected (+0.0300);"), std::string::npos) << table;
+
+  // Where exact has no sink, statement 1 says so instead of a verdict.
+  for (uint64_t s = 1; s <= 3; ++s) {
+    std::ofstream(dir.path / RunDirName("exact", s) / "attention.json")
+        << json{{"zero_frac", 0.0}, {"first_mass", 0.06}, {"sink_rate", 0.0},
+                {"abstention", nullptr}, {"layers", json::array()}};
+  }
+  const std::string small = FormatReportTable(ReportSweep(dir.path.string()));
+  EXPECT_NE(small.find("not visible at this scale: no head of `exact` has a first-token sink"),
+            std::string::npos)
+      << small;
+}
+
 TEST(SweepReport, PlanSweepsShowThePaperColumnAndTheSwaps) {
   ScratchDir dir("sweep-plan");
   const std::string k2 = "kint:K=2:cal=minmax:round=lerp:ste=exact";
