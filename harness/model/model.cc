@@ -131,7 +131,7 @@ void Gpt::InitParams(uint64_t seed) {
 
 // One layer's slice of the corruption record, [max_batch * T * H] each (sized on first use).
 Corruption Gpt::LayerCorruption(size_t layer) {
-  const size_t slots = max_batch_ * size_t(model_.context) * size_t(model_.n_head);
+  const size_t slots = CorruptionSlots();
   if (corrupted_.size() != blocks_.size() * slots) {
     corrupted_.assign(blocks_.size() * slots, 0);
     corruption_source_.assign(blocks_.size() * slots, 0);
@@ -162,7 +162,7 @@ void Gpt::Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer,
       for (HeadDiagnostics& d : per_layer[l]) d.length_bucket = length_bucket;
     }
     ArmShape layer_shape = shape;
-    const size_t slots = max_batch_ * shape.T * shape.n_head;
+    const size_t slots = CorruptionSlots();
     if (interference_.Corrupts(int(l)) && corrupted_.size() == blocks_.size() * slots) {
       layer_shape.corrupted = corrupted_.data() + l * slots;  // the last Forward's
     }
@@ -198,14 +198,14 @@ float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) 
   const DenseFormat dense = dense_format();
   const ArmShape shape{batch, T, C, size_t(model_.n_head), dense};
 
-  const float* wpe = wpe_ == kNoTensor ? nullptr : P + wpe_;
+  const float* wpe = Rotary() ? nullptr : P + wpe_;
   const size_t H = size_t(model_.n_head);
   EncoderForward(A + encoded_, inputs, P + wte_, wpe, batch, T, C);
   const float* residual = A + encoded_;
   for (const Block& b : blocks_) {
     LayerNormForward(A + b.ln1, A + b.ln1_mean, A + b.ln1_rstd, residual, P + b.ln1w, P + b.ln1b, N, C);
     MatmulForward(A + b.qkv, A + b.ln1, P + b.qkvw, P + b.qkvb, N, C, 3 * C, dense);
-    if (wpe == nullptr) RopeForward(A + b.qkv, rope_, batch, T, C, H);  // q, k rotated in place
+    if (Rotary()) RopeForward(A + b.qkv, rope_, batch, T, C, H);  // q, k rotated in place
     const int l = int(&b - blocks_.data());
     if (interference_.Corrupts(l)) {  // docs/harness.md §1.5: before any value gate reads V
       CorruptValues(interference_, l, first_window_, A + b.qkv, batch, T, C, H,
@@ -280,14 +280,14 @@ void Gpt::Backward() {
       CorruptValuesBackward(interference_, int(l), first_window_, LayerCorruption(l), A + b.qkv,
                             D + b.qkv, batch_, T, C, size_t(model_.n_head));
     }
-    if (wpe_ == kNoTensor) RopeBackward(D + b.qkv, rope_, batch_, T, C, size_t(model_.n_head));
+    if (Rotary()) RopeBackward(D + b.qkv, rope_, batch_, T, C, size_t(model_.n_head));
     MatmulBackward(D + b.ln1, G + b.qkvw, G + b.qkvb, D + b.qkv, A + b.ln1, P + b.qkvw, N, C,
                    3 * C, Write::kAccumulate, dense);
     LayerNormBackward(D + residual, G + b.ln1w, G + b.ln1b, D + b.ln1, A + residual, P + b.ln1w,
                       A + b.ln1_mean, A + b.ln1_rstd, N, C);
   }
-  EncoderBackward(G + wte_, wpe_ == kNoTensor ? nullptr : G + wpe_, D + encoded_, inputs_.data(),
-                  batch_, T, C);
+  EncoderBackward(G + wte_, Rotary() ? nullptr : G + wpe_, D + encoded_, inputs_.data(), batch_, T,
+                  C);
 }
 
 }  // namespace lpattn::harness

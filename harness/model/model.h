@@ -100,6 +100,10 @@ class Gpt {
   std::vector<uint32_t> corruption_source_;
   std::vector<float> corruption_scale_;
   Corruption LayerCorruption(size_t layer);
+  size_t CorruptionSlots() const {  // one layer's (window, position, head) slots
+    return max_batch_ * size_t(model_.context) * size_t(model_.n_head);
+  }
+  bool Rotary() const { return wpe_ == kNoTensor; }
   size_t encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
 };
 

@@ -345,9 +345,10 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
 namespace {
 
 // A checkpoint's model with its weights, sized for max_batch windows, under `arm` if given.
+// `shape` replaces the checkpoint's model shape when given (another context, rotary positions).
 Gpt LoadModel(const std::string& checkpoint_path, const CheckpointState& state,
-              const std::string& arm, size_t max_batch) {
-  Gpt model(state.config.model, state.config.arm, max_batch);
+              const std::string& arm, size_t max_batch, const ModelConfig* shape = nullptr) {
+  Gpt model(shape ? *shape : state.config.model, state.config.arm, max_batch);
   if (state.params.size() != model.params().size()) {
     throw std::runtime_error("checkpoint " + checkpoint_path +
                              " holds a different number of parameters than its config");
@@ -390,9 +391,7 @@ ContextEvaluation EvaluateAtContext(const std::string& checkpoint_path, const st
   const Corpus corpus = LoadCorpus(CorpusPath(config, data), size_t(context));
   return InArena(config.threads, [&] {
     // Rotary positions have no parameters: the trained weights fit a model of any context.
-    CheckpointState resized = state;
-    resized.config = config;
-    Gpt model = LoadModel(checkpoint_path, resized, arm, size_t(config.batch));
+    Gpt model = LoadModel(checkpoint_path, state, arm, size_t(config.batch), &config.model);
     const size_t T = size_t(context), buckets = (T + size_t(trained) - 1) / size_t(trained);
     std::vector<double> loss_sum(buckets, 0.0), loss_count(buckets, 0.0);
     std::vector<std::vector<HeadDiagnostics>> per_layer;
