@@ -85,4 +85,25 @@ for arm in exact "sink:alibi=1,window=16,softcap=30" offbyone; do
 done
 "$engine" "$run/checkpoint.bin" --prompt "The " --prompt "int8 is" --tokens 24 --kv int8
 
+# The Python package, when the build made it: imported from the install prefix, away from the
+# build tree, it must load the installed liblpattn.so and agree with the build tree's.
+if [[ -d $build_dir/python/lpattn ]]; then
+  echo "== the installed Python package"
+  python_dir=$(dirname "$(find "$prefix" -path '*/lpattn/_lpattn*.so' -print -quit)")
+  [[ -d $python_dir ]] || { echo "the Python package was not installed" >&2; exit 1; }
+  (cd "$work" && PYTHONPATH=$(dirname "$python_dir") /usr/bin/python3 - "$prefix" <<'PY'
+import sys
+import torch
+import lpattn
+assert lpattn.__file__.startswith(sys.argv[1]), lpattn.__file__
+q, k, v = (torch.randn(1, 2, 9, 16) for _ in range(3))
+o = lpattn.attention(q, k, v, causal=True)
+s = (q @ k.transpose(-1, -2)) / 4.0
+s = s.masked_fill(~torch.ones(9, 9, dtype=torch.bool).tril(), float("-inf"))
+assert torch.allclose(o, torch.softmax(s, -1) @ v, atol=1e-5)
+print(f"lpattn {lpattn.__version__} from {lpattn.__file__}: attention ok")
+PY
+  )
+fi
+
 echo "== examples_installed: ok"

@@ -14,6 +14,8 @@ packages=(
   libdnnl-dev  # oneDNN: the harness's dense products, and the peer in lpattn_bench's onednn:*
   libopenmpi-dev openmpi-bin  # Open MPI: data-parallel lpattn train and sweep under mpirun
   python3 python3-matplotlib
+  # The Python package (python/): pybind11 over the C++ API, tested with pytest against torch
+  python3-dev pybind11-dev python3-numpy python3-torch python3-pytest
 )
 # npm fetches the corpus; a Node.js that ships its own npm (NodeSource) conflicts with Debian's.
 if ! command -v npm >/dev/null 2>&1; then

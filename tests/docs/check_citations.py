@@ -22,7 +22,7 @@ import re
 import sys
 
 ROOTS = ["kernels", "quant", "harness", "bench", "tests", "examples", "scripts", "cmake", "docs",
-         ".ci"]
+         "python", ".ci"]
 TOP_FILES = ["README.md", "CMakeLists.txt", "Makefile"]
 SUFFIXES = (".h", ".cc", ".c", ".py", ".sh", ".md", ".txt", ".in", ".cmake")
 # Names of the documents the project was built from, which are not in the repository.
@@ -31,7 +31,7 @@ FOREIGN = re.compile(r"(?<![\w/.])(?:\.\./shared/|shared/spec/|spec/(?:kernels|h
 DOC = re.compile(r"docs/([\w./-]+?\.md)")
 SECTION = re.compile(r"§\s*(\d+(?:\.\d+)*)")
 # A path into the project's tree, as the documents name files and folders.
-PATH = re.compile(r"(?<![\w./-])((?:kernels|quant|harness|bench|tests|scripts|examples|cmake)"
+PATH = re.compile(r"(?<![\w./-])((?:kernels|quant|harness|bench|tests|scripts|examples|cmake|python)"
                   r"/[\w./-]*[\w/])")
 HEADING = re.compile(r"^#{1,6}\s+(\d+(?:\.\d+)*)\.?\s")
 
