@@ -71,9 +71,15 @@ def view(t):
     return None if t is None else t.detach().numpy()
 
 
-def narrow(t, like):
-    """`t` in the dtype of `like` (a no-op for float32)."""
-    return t if t is None or like is None or t.dtype == like.dtype else t.to(like.dtype)
+def dtypes(*tensors):
+    """The dtypes of tensors (None for None): what a backward narrows its gradients to.
+    Autograd contexts keep these, not the input tensors themselves."""
+    return tuple(None if t is None else t.dtype for t in tensors)
+
+
+def narrow(t, dtype):
+    """`t` in `dtype` (a no-op for float32 and for None)."""
+    return t if t is None or dtype is None or t.dtype == dtype else t.to(dtype)
 
 
 def numpy_in_numpy_out(op):

@@ -12,7 +12,7 @@ import math
 import torch
 
 from . import _lpattn
-from ._tensors import (check_layout, check_operand, check_parameter, fp32, narrow,
+from ._tensors import (check_layout, check_operand, check_parameter, dtypes, fp32, narrow,
                        numpy_in_numpy_out, view)
 from ._threads import get_num_threads
 
@@ -59,10 +59,10 @@ class _ExactAttention(torch.autograd.Function):
         _lpattn.exact_forward(config, view(q32), view(k32), view(v32), view(o), view(lse),
                               view(sink32), view(alibi))
         ctx.config = config
-        ctx.dtypes = (q, k, v, sink_logits)
+        ctx.dtypes = dtypes(q, k, v, sink_logits)
         ctx.save_for_backward(q32, k32, v32, o, lse, sink32, alibi)
         ctx.mark_non_differentiable(lse)
-        return narrow(o, q), lse
+        return narrow(o, q.dtype), lse
 
     @staticmethod
     def backward(ctx, d_o, _d_lse):
@@ -72,9 +72,9 @@ class _ExactAttention(torch.autograd.Function):
         _lpattn.exact_backward(ctx.config, view(q32), view(k32), view(v32), view(o),
                                view(fp32(d_o)), view(lse), view(dq), view(dk), view(dv),
                                view(sink32), view(d_sink), view(alibi))
-        q, k, v, sink_logits = ctx.dtypes
-        return (None, narrow(dq, q), narrow(dk, k), narrow(dv, v), narrow(d_sink, sink_logits),
-                None)
+        q_dtype, k_dtype, v_dtype, sink_dtype = ctx.dtypes
+        return (None, narrow(dq, q_dtype), narrow(dk, k_dtype), narrow(dv, v_dtype),
+                narrow(d_sink, sink_dtype), None)
 
 
 @numpy_in_numpy_out
@@ -132,9 +132,9 @@ class _KIntervalAttention(torch.autograd.Function):
         _lpattn.kinterval_forward(config, view(q32), view(k32), view(v32), view(o),
                                   tuple(view(t) for t in saved))
         ctx.config = config
-        ctx.dtypes = (q, k, v)
+        ctx.dtypes = dtypes(q, k, v)
         ctx.save_for_backward(q32, k32, v32, o, *saved)
-        return narrow(o, q)
+        return narrow(o, q.dtype)
 
     @staticmethod
     def backward(ctx, d_o):
@@ -143,8 +143,8 @@ class _KIntervalAttention(torch.autograd.Function):
         _lpattn.kinterval_backward(ctx.config, view(q32), view(k32), view(v32), view(o),
                                    view(fp32(d_o)), tuple(view(t) for t in saved), view(dq),
                                    view(dk), view(dv))
-        q, k, v = ctx.dtypes
-        return None, narrow(dq, q), narrow(dk, k), narrow(dv, v)
+        q_dtype, k_dtype, v_dtype = ctx.dtypes
+        return None, narrow(dq, q_dtype), narrow(dk, k_dtype), narrow(dv, v_dtype)
 
 
 @numpy_in_numpy_out
@@ -175,7 +175,7 @@ class _ThresholdAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, config, want_survivors, q1, k1, v, q2, k2, lam, beta):
         # beta's value is in config.threshold; the tensor is here for its gradient.
-        ctx.beta = beta
+        ctx.beta = None if beta is None else (beta.shape, beta.dtype)
         views = 2 if q2 is not None else 1
         args = [fp32(t) for t in (q1, k1, q2, k2, v, lam)]
         o = _empty_like_fp32(args[0])
@@ -185,12 +185,12 @@ class _ThresholdAttention(torch.autograd.Function):
                                     dtype=torch.int32)
         _lpattn.threshold_forward(config, *(view(t) for t in args), view(o), view(survivors))
         ctx.config = config
-        ctx.dtypes = (q1, k1, v, q2, k2, lam)
+        ctx.dtypes = dtypes(q1, k1, v, q2, k2, lam)
         ctx.save_for_backward(*args)
         if survivors is None:
-            return narrow(o, q1), None
+            return narrow(o, q1.dtype), None
         ctx.mark_non_differentiable(survivors)
-        return narrow(o, q1), survivors
+        return narrow(o, q1.dtype), survivors
 
     @staticmethod
     def backward(ctx, d_o, _d_survivors):
@@ -204,10 +204,10 @@ class _ThresholdAttention(torch.autograd.Function):
         _lpattn.threshold_backward(ctx.config, view(q1), view(k1), view(q2), view(k2), view(v),
                                    view(lam), view(fp32(d_o)), view(dq1), view(dk1), view(dq2),
                                    view(dk2), view(dv), view(d_lambda), view(d_beta))
-        q1_in, k1_in, v_in, q2_in, k2_in, lam_in = ctx.dtypes
-        return (None, None, narrow(dq1, q1_in), narrow(dk1, k1_in), narrow(dv, v_in),
-                narrow(dq2, q2_in), narrow(dk2, k2_in), narrow(d_lambda, lam_in),
-                None if ctx.beta is None else narrow(d_beta.reshape(ctx.beta.shape), ctx.beta))
+        q1_dtype, k1_dtype, v_dtype, q2_dtype, k2_dtype, lam_dtype = ctx.dtypes
+        return (None, None, narrow(dq1, q1_dtype), narrow(dk1, k1_dtype), narrow(dv, v_dtype),
+                narrow(dq2, q2_dtype), narrow(dk2, k2_dtype), narrow(d_lambda, lam_dtype),
+                None if ctx.beta is None else narrow(d_beta.reshape(ctx.beta[0]), ctx.beta[1]))
 
 
 @numpy_in_numpy_out
@@ -261,11 +261,11 @@ class _ValueGate(torch.autograd.Function):
         _lpattn.value_gate_forward(layout, threads, kind, view(v32), view(first32),
                                    view(second32), view(out), view(gates))
         ctx.args = (layout, threads, kind)
-        ctx.dtypes = (v, first, second)
+        ctx.dtypes = dtypes(v, first, second)
         ctx.save_for_backward(v32, first32, second32)
         if gates is not None:
             ctx.mark_non_differentiable(gates)
-        return narrow(out, v), gates
+        return narrow(out, v.dtype), gates
 
     @staticmethod
     def backward(ctx, d_out, _d_gates):
@@ -274,9 +274,9 @@ class _ValueGate(torch.autograd.Function):
         d_first, d_second = torch.empty_like(first32), torch.empty_like(second32)
         _lpattn.value_gate_backward(*ctx.args, view(v32), view(first32), view(second32),
                                     view(fp32(d_out)), view(dv), view(d_first), view(d_second))
-        v, first, second = ctx.dtypes
-        return (None, None, None, None, narrow(dv, v), narrow(d_first, first),
-                narrow(d_second, second))
+        v_dtype, first_dtype, second_dtype = ctx.dtypes
+        return (None, None, None, None, narrow(dv, v_dtype), narrow(d_first, first_dtype),
+                narrow(d_second, second_dtype))
 
 
 @numpy_in_numpy_out
