@@ -89,7 +89,59 @@ std::string AdditivityStatement(const SweepReport& report) {
   return text.empty() ? "not tested: no composite with both of its parts\n" : text;
 }
 
-// (3) Interference: filtering, abstaining, protection, per interference of the sweep.
+// (3) Interference, read off per-seed differences with their 95% paired t intervals.
+using PerRun = ArmReport::InterferenceRow::PerRun;
+using Field = std::optional<double> PerRun::*;
+
+// Per seed, a's x minus b's y where both exist (every arm's runs are in the sweep's seed order).
+PairedSummary PairedDifference(const std::vector<PerRun>& a, Field x, const std::vector<PerRun>& b,
+                               Field y) {
+  std::vector<double> differences;
+  for (size_t s = 0; s < a.size() && s < b.size(); ++s) {
+    if (a[s].*x && b[s].*y) differences.push_back(*(a[s].*x) - *(b[s].*y));
+  }
+  return SummarizePaired(differences);
+}
+
+// `below` when the difference's interval lies below 0, `above` when above it, "<what> within
+// noise" when it covers 0; with one seed, the sign alone, marked n=1. Empty without data.
+std::string Direction(const PairedSummary& s, const std::string& below, const std::string& above,
+                      const std::string& what) {
+  if (!s.mean) return "";
+  if (!s.t95) return (*s.mean < 0.0 ? below : above) + " (n=1)";
+  if (s.t95->Covers(0.0)) return what + " within noise";
+  return s.t95->high < 0.0 ? below : above;
+}
+
+std::string Interval95(const PairedSummary& s) {
+  if (!s.t95) return Number(*s.mean, "%+.4f") + ", n=1";
+  return Number(*s.mean, "%+.4f") + " [" + Number(s.t95->low, "%+.4f") + ", " +
+         Number(s.t95->high, "%+.4f") + "], n=" + std::to_string(s.n);
+}
+
+// One arm's ways of resisting, against exact's row: filtering (gate lower on corrupted rows
+// than on clean ones), abstaining (more sink mass under corruption), protection (a smaller
+// loss increase than exact's, same seed).
+std::string Ways(const ArmReport::InterferenceRow& x, const ArmReport::InterferenceRow& exact) {
+  std::vector<std::string> ways;
+  const auto add = [&](const std::string& way) {
+    if (!way.empty()) ways.push_back(way);
+  };
+  add(Direction(PairedDifference(x.per_run, &PerRun::gate_corrupted, x.per_run,
+                                 &PerRun::gate_clean),
+                "filters", "does not filter", "filtering"));
+  add(Direction(PairedDifference(x.per_run, &PerRun::abstention, x.per_run,
+                                 &PerRun::abstention_clean),
+                "abstains less", "abstains more", "abstention"));
+  const PairedSummary protection =
+      PairedDifference(x.per_run, &PerRun::increase, exact.per_run, &PerRun::increase);
+  add(Direction(protection, "protected", "less protected than exact", "protection"));
+  std::string text;
+  for (const std::string& way : ways) text += (text.empty() ? "" : ", ") + way;
+  if (protection.mean) text += " (increase minus exact's " + Interval95(protection) + ")";
+  return text;
+}
+
 std::string InterferenceStatement(const SweepReport& report) {
   const ArmReport* exact = Arm(report, "exact");
   if (!exact || exact->interference.empty()) {
@@ -103,18 +155,7 @@ std::string InterferenceStatement(const SweepReport& report) {
         << Number(*reference.increase, "%+.4f") << "):";
     for (const ArmReport& r : report.arms) {
       if (&r == exact || k >= r.interference.size() || !r.interference[k].increase) continue;
-      const ArmReport::InterferenceRow& x = r.interference[k];
-      std::string ways;
-      if (x.gate_corrupted && x.gate_clean) {
-        ways += *x.gate_corrupted < *x.gate_clean ? "filters" : "does not filter";
-      }
-      if (x.abstention && x.abstention_clean) {
-        ways += std::string(ways.empty() ? "" : ", ") +
-                (*x.abstention > *x.abstention_clean ? "abstains more" : "does not abstain more");
-      }
-      ways += std::string(ways.empty() ? "" : ", ") +
-              (*x.increase < *reference.increase ? "protected" : "not protected");
-      out << " `" << r.arm << "` " << ways << " (" << Number(*x.increase, "%+.4f") << ");";
+      out << " `" << r.arm << "` " << Ways(r.interference[k], reference) << ";";
     }
     out << "\n";
   }
@@ -133,7 +174,8 @@ std::string GatingClaims(const SweepReport& report) {
      << AdditivityStatement(report)
      << "3. Interference is resisted in distinguishable ways (filtering: a lower gate on "
         "corrupted rows; abstaining: more sink mass under corruption; protected: a smaller loss "
-        "increase than exact's):\n"
+        "increase than exact's; each a per-seed difference whose 95% paired t interval excludes "
+        "0):\n"
      << InterferenceStatement(report);
   return md.str();
 }

@@ -148,6 +148,12 @@ struct ArmReport {
     int runs = 0;
     std::optional<double> increase, share, mass, gate_corrupted, gate_clean, abstention_clean,
         abstention;
+    // The fields the gating statements pair by seed, per run in `runs`' order (nullopt where a
+    // run has no file or no value): docs/harness.md §4.
+    struct PerRun {
+      std::optional<double> increase, gate_corrupted, gate_clean, abstention_clean, abstention;
+    };
+    std::vector<PerRun> per_run;
   };
   struct ContextRow {
     int64_t context = 0;

@@ -102,21 +102,25 @@ std::optional<double> NumberOrNull(const json& j, const char* key) {
   return j.at(key).get<double>();
 }
 
-// Mean of each field over the files that exist, in the order of `keys`.
+// Mean of each field over the files that exist, in the order of `keys`, and each file's
+// values (all nullopt for a file that does not exist).
 struct FileMeans {
   int runs = 0;
   std::vector<std::optional<double>> means;
+  std::vector<std::vector<std::optional<double>>> per_file;  // [file][key]
 };
 FileMeans MeanOfFiles(const std::vector<fs::path>& files,
                       const std::vector<std::function<std::optional<double>(const json&)>>& keys) {
   std::vector<std::vector<double>> values(keys.size());
   FileMeans out;
   for (const fs::path& file : files) {
+    std::vector<std::optional<double>>& row = out.per_file.emplace_back(keys.size());
     if (!fs::exists(file)) continue;
     const json j = ReadJson(file);
     try {
       for (size_t k = 0; k < keys.size(); ++k) {
-        if (const auto x = keys[k](j)) values[k].push_back(*x);
+        row[k] = keys[k](j);
+        if (row[k]) values[k].push_back(*row[k]);
       }
     } catch (const json::exception& e) {
       throw std::runtime_error(file.string() + " is malformed: " + e.what());
@@ -144,8 +148,12 @@ void ReadEvaluations(const fs::path& dir, const SweepExtras& extras, ArmReport& 
         {field("increase"), field("corrupted_share"), field("corrupted_mass"),
          field("gate_corrupted"), field("gate_clean"), field("abstention_clean"),
          field("abstention")});
-    report.interference.push_back({spec, m.runs, m.means[0], m.means[1], m.means[2], m.means[3],
-                                   m.means[4], m.means[5], m.means[6]});
+    ArmReport::InterferenceRow& row = report.interference.emplace_back();
+    row = {spec, m.runs, m.means[0], m.means[1], m.means[2], m.means[3], m.means[4], m.means[5],
+           m.means[6], {}};
+    for (const std::vector<std::optional<double>>& x : m.per_file) {
+      row.per_run.push_back({x[0], x[3], x[4], x[5], x[6]});
+    }
   }
   const auto last_bucket = [](const char* key) {
     return [key](const json& j) { return NumberOrNull(j.at("buckets").back(), key); };
