@@ -206,28 +206,52 @@ SecondView ReadSecondView(const ThresholdOptions& threshold, Layout layout, cons
   return second;
 }
 
+// What thresholded attention's forward and backward both read: the operands of each view,
+// V, lambda and the options.
+struct ThresholdCall {
+  Layout layout;
+  Operands ops;
+  AttentionOptions options;
+  ThresholdOptions threshold;
+  SecondView second;
+
+  // The inputs every argument struct of the kernel has (ThresholdForwardArgs and
+  // ThresholdBackwardArgs name them alike).
+  template <typename Args>
+  void SetInputs(Args& args) const {
+    args.q[0] = ops.q.In();
+    args.k[0] = ops.k.In();
+    args.q[1] = second.q.In();
+    args.k[1] = second.k.In();
+    args.v = ops.v.In();
+    args.lambda_param = second.lambda;
+  }
+};
+
+ThresholdCall ReadThresholdCall(const Config& config, const py::array& q1, const py::array& k1,
+                                const OptionalArray& q2, const OptionalArray& k2,
+                                const py::array& v, const OptionalArray& lambda) {
+  const Layout layout = ParseLayout(config.layout);
+  Operands ops = ReadOperands(layout, q1, k1, v);
+  AttentionOptions options = BaseOptions(config, ops.shape, std::nullopt, std::nullopt);
+  const ThresholdOptions threshold = ParseThreshold(config.threshold);
+  SecondView second = ReadSecondView(threshold, layout, ops, q2, k2, lambda);
+  return {layout, ops, options, threshold, second};
+}
+
 void ThresholdForwardArrays(const Config& config, const py::array& q1, const py::array& k1,
                             const OptionalArray& q2, const OptionalArray& k2,
                             const py::array& v, const OptionalArray& lambda, const py::array& o,
                             const OptionalArray& survivors) {
-  const Layout layout = ParseLayout(config.layout);
-  const Operands ops = ReadOperands(layout, q1, k1, v);
-  const AttentionShape& s = ops.shape;
-  const AttentionOptions options = BaseOptions(config, s, std::nullopt, std::nullopt);
-  const ThresholdOptions threshold = ParseThreshold(config.threshold);
-  const SecondView second = ReadSecondView(threshold, layout, ops, q2, k2, lambda);
+  const ThresholdCall call = ReadThresholdCall(config, q1, k1, q2, k2, v, lambda);
+  const AttentionShape& s = call.ops.shape;
   ThresholdForwardArgs args;
-  args.q[0] = ops.q.In();
-  args.k[0] = ops.k.In();
-  args.q[1] = second.q.In();
-  args.k[1] = second.k.In();
-  args.v = ops.v.In();
-  args.lambda_param = second.lambda;
-  args.o = QueryShaped(o, layout, "o", true, s).Out();
+  call.SetInputs(args);
+  args.o = QueryShaped(o, call.layout, "o", true, s).Out();
   args.survivors = OptionalDenseData<int32_t>(
-      survivors, {threshold.views, s.batch, s.heads, s.q_len}, "survivors", true);
+      survivors, {call.threshold.views, s.batch, s.heads, s.q_len}, "survivors", true);
   py::gil_scoped_release release;
-  ThresholdForward(s, options, threshold, args);
+  ThresholdForward(s, call.options, call.threshold, args);
 }
 
 void ThresholdBackwardArrays(const Config& config, const py::array& q1, const py::array& k1,
@@ -237,23 +261,15 @@ void ThresholdBackwardArrays(const Config& config, const py::array& q1, const py
                              const OptionalArray& dq2, const OptionalArray& dk2,
                              const py::array& dv, const OptionalArray& d_lambda,
                              const OptionalArray& d_beta) {
-  const Layout layout = ParseLayout(config.layout);
-  const Operands ops = ReadOperands(layout, q1, k1, v);
-  const AttentionShape& s = ops.shape;
-  const AttentionOptions options = BaseOptions(config, s, std::nullopt, std::nullopt);
-  const ThresholdOptions threshold = ParseThreshold(config.threshold);
-  const SecondView second = ReadSecondView(threshold, layout, ops, q2, k2, lambda);
-  const bool two = threshold.views == 2;
+  const ThresholdCall call = ReadThresholdCall(config, q1, k1, q2, k2, v, lambda);
+  const Layout layout = call.layout;
+  const AttentionShape& s = call.ops.shape;
+  const bool two = call.threshold.views == 2;
   if (two && (!dq2 || !dk2 || !d_lambda)) {
     throw py::value_error("views=2's backward needs dq2, dk2 and d_lambda");
   }
   ThresholdBackwardArgs args;
-  args.q[0] = ops.q.In();
-  args.k[0] = ops.k.In();
-  args.q[1] = second.q.In();
-  args.k[1] = second.k.In();
-  args.v = ops.v.In();
-  args.lambda_param = second.lambda;
+  call.SetInputs(args);
   args.d_o = QueryShaped(d_o, layout, "d_o", false, s).In();
   args.dq[0] = QueryShaped(dq1, layout, "dq1", true, s).Out();
   args.dk[0] = KeyShaped(dk1, layout, "dk1", true, s).Out();
@@ -265,7 +281,7 @@ void ThresholdBackwardArrays(const Config& config, const py::array& q1, const py
   args.dv = KeyShaped(dv, layout, "dv", true, s).Out();
   args.d_beta = OptionalDenseData<float>(d_beta, {1}, "d_beta", true);
   py::gil_scoped_release release;
-  ThresholdBackward(s, options, threshold, args);
+  ThresholdBackward(s, call.options, call.threshold, args);
 }
 
 // A value gate's parameters: alpha, beta ([kv_heads]) for the norm gate, w ([kv_heads, D]) and
