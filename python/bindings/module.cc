@@ -97,6 +97,22 @@ T* RowData(const py::array& array, const AttentionShape& s, const char* name, bo
   return DenseData<T>(array, {s.batch, s.heads, s.q_len}, name, writable);
 }
 
+// The views the exact and K-interval backwards share (their argument structs name them alike).
+template <typename Args>
+void SetBackwardViews(Layout layout, const Operands& ops, const py::array& o,
+                      const py::array& d_o, const py::array& dq, const py::array& dk,
+                      const py::array& dv, Args& args) {
+  const AttentionShape& s = ops.shape;
+  args.q = ops.q.In();
+  args.k = ops.k.In();
+  args.v = ops.v.In();
+  args.o = QueryShaped(o, layout, "o", false, s).In();
+  args.d_o = QueryShaped(d_o, layout, "d_o", false, s).In();
+  args.dq = QueryShaped(dq, layout, "dq", true, s).Out();
+  args.dk = KeyShaped(dk, layout, "dk", true, s).Out();
+  args.dv = KeyShaped(dv, layout, "dv", true, s).Out();
+}
+
 void ExactForwardArrays(const Config& config, const py::array& q, const py::array& k,
                         const py::array& v, const py::array& o, const py::array& lse,
                         const OptionalArray& sink_logits, const OptionalArray& alibi) {
@@ -120,15 +136,8 @@ void ExactBackwardArrays(const Config& config, const py::array& q, const py::arr
   const AttentionShape& s = ops.shape;
   const AttentionOptions options = BaseOptions(config, s, sink_logits, alibi);
   BackwardArgs args;
-  args.q = ops.q.In();
-  args.k = ops.k.In();
-  args.v = ops.v.In();
-  args.o = QueryShaped(o, layout, "o", false, s).In();
-  args.d_o = QueryShaped(d_o, layout, "d_o", false, s).In();
+  SetBackwardViews(layout, ops, o, d_o, dq, dk, dv, args);
   args.lse = RowData<float>(lse, s, "lse", false);
-  args.dq = QueryShaped(dq, layout, "dq", true, s).Out();
-  args.dk = KeyShaped(dk, layout, "dk", true, s).Out();
-  args.dv = KeyShaped(dv, layout, "dv", true, s).Out();
   args.d_sink = OptionalDenseData<float>(d_sink, {s.heads}, "d_sink", true);
   py::gil_scoped_release release;
   ExactBackward(s, options, args);
@@ -139,10 +148,14 @@ KIntervalSaved SavedOf(const py::tuple& saved, const AttentionShape& s, bool wri
   if (saved.size() != 6) {
     throw py::value_error("saved must be (m, R, Z, lse_exact, argmax, argmin)");
   }
-  auto at = [&](size_t i) { return saved[i].cast<py::array>(); };
-  return {RowData<float>(at(0), s, "m", writable),         RowData<float>(at(1), s, "R", writable),
-          RowData<float>(at(2), s, "Z", writable),         RowData<float>(at(3), s, "lse_exact", writable),
-          RowData<int32_t>(at(4), s, "argmax", writable), RowData<int32_t>(at(5), s, "argmin", writable)};
+  const auto floats = [&](size_t i, const char* name) {
+    return RowData<float>(saved[i].cast<py::array>(), s, name, writable);
+  };
+  const auto ints = [&](size_t i, const char* name) {
+    return RowData<int32_t>(saved[i].cast<py::array>(), s, name, writable);
+  };
+  return {floats(0, "m"),         floats(1, "R"),        floats(2, "Z"),
+          floats(3, "lse_exact"), ints(4, "argmax"),     ints(5, "argmin")};
 }
 
 void KIntervalForwardArrays(const Config& config, const py::array& q, const py::array& k,
@@ -168,15 +181,8 @@ void KIntervalBackwardArrays(const Config& config, const py::array& q, const py:
   const AttentionOptions options = BaseOptions(config, s, std::nullopt, std::nullopt);
   const KIntervalOptions kint = ParseKInterval(config.kinterval);
   KIntervalBackwardArgs args;
-  args.q = ops.q.In();
-  args.k = ops.k.In();
-  args.v = ops.v.In();
-  args.o = QueryShaped(o, layout, "o", false, s).In();
-  args.d_o = QueryShaped(d_o, layout, "d_o", false, s).In();
+  SetBackwardViews(layout, ops, o, d_o, dq, dk, dv, args);
   args.saved = SavedOf(saved, s, false);
-  args.dq = QueryShaped(dq, layout, "dq", true, s).Out();
-  args.dk = KeyShaped(dk, layout, "dk", true, s).Out();
-  args.dv = KeyShaped(dv, layout, "dv", true, s).Out();
   py::gil_scoped_release release;
   KIntervalBackward(s, options, kint, args);
 }
