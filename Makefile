@@ -11,7 +11,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all setup configure build run test test-sanitize install clean bench bench-summary
+.PHONY: all setup configure build run test test-sanitize test-tsan install clean bench bench-summary
 
 all: build
 
@@ -62,6 +62,12 @@ test-sanitize: setup
 	      -DLPATTN_BUILD_BENCH=OFF
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
+
+# ThreadSanitizer over the kernel and trainer tests, against Debian's oneTBB source built with
+# TBB_SANITIZE=thread (scripts/test_tsan.sh; not part of CI: about 20 minutes for the kernel
+# tests alone on 2 cores).
+test-tsan: setup
+	bash scripts/test_tsan.sh build-tsan
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
