@@ -271,7 +271,8 @@ struct Bounds {
 // The fp32 bounds of §10, from the scores' size: a relative 2^-16 (a few hundred ulps) of
 // (1 + max |score|) on O (times max |V|) and lse, and on the gradients of (1 + max |score|)^2
 // times the product of the magnitudes a gradient is made of.
-Bounds FloatBounds(const Case& c, double scale, double d_o_scale) {
+Bounds FloatBounds(const Case& c) {
+  const double scale = ResolvedScale(c.shape, c.options), d_o_scale = MaxAbs(c.d_o.Dense());
   const double s = 1.0 + ScoreBound(c, scale);
   const double v = 1.0 + MaxAbs(c.v.Dense());
   const double qk = 1.0 + std::max(MaxAbs(c.q.Dense()), MaxAbs(c.k.Dense()));
@@ -313,6 +314,38 @@ FuzzTensor OutputLike(ByteReader& in, const FuzzTensor& like) {
 
 // Flips allowed where a rounding is discontinuous: a row in 50, plus two.
 size_t Flips(bool jumps, size_t rows) { return jumps ? rows / 50 + 2 : 0; }
+
+// The gradients dQ, dK and dV of a backward, each in its own poisoned layout.
+struct Gradients {
+  FuzzTensor dq, dk, dv;
+  // docs/design.md §10: laid out as the input picks, like Q and K.
+  void Allocate(ByteReader& in, const Case& c) {
+    dq = OutputLike(in, c.q);
+    dk = OutputLike(in, c.k);
+    dv = OutputLike(in, c.v);
+  }
+  // docs/design.md §10: no write outside any of the three.
+  void CheckUntouchedOutside(const std::string& call) const {
+    dq.CheckUntouchedOutside((call + " dQ").c_str());
+    dk.CheckUntouchedOutside((call + " dK").c_str());
+    dv.CheckUntouchedOutside((call + " dV").c_str());
+  }
+  // docs/design.md §10: each against the reference, within `bound` plus `step` of its size (a
+  // rounded backward's flips), up to `flips` per 50 rows (+ 2) beyond it and none beyond `loose`.
+  void Compare(const std::string& call, const ReferenceGradients& want, size_t dim, double bound,
+               double step, double loose, bool jumps, size_t flip_factor) const {
+    const struct {
+      const char* name;
+      const FuzzTensor& got;
+      const std::vector<double>& want;
+    } parts[] = {{" dQ", dq, want.dq}, {" dK", dk, want.dk}, {" dV", dv, want.dv}};
+    for (const auto& part : parts) {
+      CompareRows((call + part.name).c_str(), part.got.Dense(), part.want, dim,
+                  bound + step * (1.0 + MaxAbs(part.want)), loose,
+                  Flips(jumps, part.want.size() / dim) * flip_factor);
+    }
+  }
+};
 
 // ---- exact attention: ExactForward, ExactBackward, PreparedKv, KvCache ------------------------
 
@@ -383,24 +416,19 @@ void FuzzExact(ByteReader& in) {
   lse.CheckGuards("exact forward lse");
   CheckCApiAgrees(c, o, lse, ran);
   if (!ran) return;
-  FuzzTensor dq, dk, dv;
+  Gradients d;
   GuardedArray<float> d_sink(size_t(s.heads));
   if (backward) {
-    dq = OutputLike(in, c.q);
-    dk = OutputLike(in, c.k);
-    dv = OutputLike(in, c.v);
+    d.Allocate(in, c);
     BackwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), o.cview(), c.d_o.cview(), lse.data(),
-                      dq.view(),   dk.view(),   dv.view(),   d_sink.data()};
-    const bool ran = Ran([&] { ExactBackward(s, c.options, args); });
-    dq.CheckUntouchedOutside("exact backward dQ");
-    dk.CheckUntouchedOutside("exact backward dK");
-    dv.CheckUntouchedOutside("exact backward dV");
+                      d.dq.view(), d.dk.view(), d.dv.view(), d_sink.data()};
+    const bool ran_backward = Ran([&] { ExactBackward(s, c.options, args); });
+    d.CheckUntouchedOutside("exact backward");
     d_sink.CheckGuards("exact backward d_sink");
-    if (!ran) return;
+    if (!ran_backward) return;
   }
   if (!InputsFinite(c)) return;
-  const double scale = ResolvedScale(s, c.options);
-  const Bounds bound = FloatBounds(c, scale, MaxAbs(c.d_o.Dense()));
+  const Bounds bound = FloatBounds(c);
   const size_t dim = size_t(s.head_dim);
   const ReferenceForwardResult ref = ReferenceExactForward(s, c.options, DenseInputs(c));
   const double loose_o = jumps ? 0.25 * (1.0 + MaxAbs(c.v.Dense())) : bound.forward;
@@ -412,16 +440,10 @@ void FuzzExact(ByteReader& in) {
   if (!backward) return;
   const ReferenceGradients grads =
       ReferenceExactBackward(s, c.options, DenseInputs(c), c.d_o.Dense());
-  const double loose = jumps ? INFINITY : bound.backward;
   // A rounded backward's row moves by a step of its format wherever an entry flips; its bound
   // scales with the gradient's size.
-  const double g = jumps ? 5e-2 : 0.0;
-  CompareRows("exact dQ", dq.Dense(), grads.dq, dim, bound.backward + g * (1.0 + MaxAbs(grads.dq)),
-              loose, Flips(jumps, grads.dq.size() / dim));
-  CompareRows("exact dK", dk.Dense(), grads.dk, dim, bound.backward + g * (1.0 + MaxAbs(grads.dk)),
-              loose, Flips(jumps, grads.dk.size() / dim));
-  CompareRows("exact dV", dv.Dense(), grads.dv, dim, bound.backward + g * (1.0 + MaxAbs(grads.dv)),
-              loose, Flips(jumps, grads.dv.size() / dim));
+  d.Compare("exact", grads, dim, bound.backward, jumps ? 5e-2 : 0.0,
+            jumps ? INFINITY : bound.backward, jumps, 1);
   if (c.options.sink == SinkMode::kLearned) {
     const double sink_bound = bound.backward * double(s.batch * s.q_len);
     CompareRows("exact d_sink", d_sink.Dense(), grads.d_sink, 1, sink_bound, jumps ? INFINITY : sink_bound,
@@ -491,8 +513,7 @@ void FuzzStoredKv(ByteReader& in) {
     if (!ran) return;
   }
   if (!InputsFinite(c)) return;
-  const double scale = ResolvedScale(s, c.options);
-  const Bounds bound = FloatBounds(c, scale, 0.0);
+  const Bounds bound = FloatBounds(c);
   const bool jumps = precision.p != quant::Format::kFp32;
   const ReferenceForwardResult ref = ReferenceExactForward(s, c.options, DenseInputs(c));
   const size_t dim = size_t(s.head_dim);
@@ -545,22 +566,18 @@ void FuzzKInterval(ByteReader& in) {
   argmax.CheckGuards("K-interval argmax");
   argmin.CheckGuards("K-interval argmin");
   if (!ran) return;
-  FuzzTensor dq, dk, dv;
+  Gradients d;
   if (backward) {
-    dq = OutputLike(in, c.q);
-    dk = OutputLike(in, c.k);
-    dv = OutputLike(in, c.v);
-    const KIntervalBackwardArgs args{c.q.cview(), c.k.cview(), c.v.cview(), o.cview(),
-                                     c.d_o.cview(), saved, dq.view(), dk.view(), dv.view()};
+    d.Allocate(in, c);
+    const KIntervalBackwardArgs args{c.q.cview(),   c.k.cview(), c.v.cview(),
+                                     o.cview(),     c.d_o.cview(), saved,
+                                     d.dq.view(),   d.dk.view(), d.dv.view()};
     const bool ran_backward = Ran([&] { KIntervalBackward(s, c.options, kint, args); });
-    dq.CheckUntouchedOutside("K-interval backward dQ");
-    dk.CheckUntouchedOutside("K-interval backward dK");
-    dv.CheckUntouchedOutside("K-interval backward dV");
+    d.CheckUntouchedOutside("K-interval backward");
     if (!ran_backward) return;
   }
   if (!InputsFinite(c)) return;
-  const double scale = ResolvedScale(s, c.options);
-  const Bounds bound = FloatBounds(c, scale, MaxAbs(c.d_o.Dense()));
+  const Bounds bound = FloatBounds(c);
   const size_t dim = size_t(s.head_dim);
   const ReferenceKIntervalForwardResult ref =
       ReferenceKIntervalForward(s, c.options, kint, DenseInputs(c));
@@ -575,13 +592,8 @@ void FuzzKInterval(ByteReader& in) {
   // The backward jumps at interior nodes (the chord's slope) and at ties of the extrema (the
   // calibration terms go to another key), besides the roundings: rows may flip, unbounded.
   const bool rounded = jumps || !p.BackwardIsFp32();
-  const double g = rounded ? 5e-2 : 0.0;
-  CompareRows("K-interval dQ", dq.Dense(), grads.dq, dim, bound.backward + g * (1.0 + MaxAbs(grads.dq)),
-              INFINITY, Flips(true, grads.dq.size() / dim) * (rounded ? 5 : 1));
-  CompareRows("K-interval dK", dk.Dense(), grads.dk, dim, bound.backward + g * (1.0 + MaxAbs(grads.dk)),
-              INFINITY, Flips(true, grads.dk.size() / dim) * (rounded ? 5 : 1));
-  CompareRows("K-interval dV", dv.Dense(), grads.dv, dim, bound.backward + g * (1.0 + MaxAbs(grads.dv)),
-              INFINITY, Flips(true, grads.dv.size() / dim) * (rounded ? 5 : 1));
+  d.Compare("K-interval", grads, dim, bound.backward, rounded ? 5e-2 : 0.0, INFINITY, true,
+            rounded ? 5 : 1);
 }
 
 // ---- thresholded attention ------------------------------------------------------------------
