@@ -39,8 +39,12 @@ if ! { CC=clang-14 CXX=clang++-14 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelW
   exit 1
 fi
 
+# The CPU, and which of the vector extensions the native Highway target depends on it has
+# (a virtual machine's model name can be as short as "AMD EPYC").
 cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)
-echo "run_fuzzers: ${seconds}s per target on ${cpu:-unknown CPU} ($(nproc) CPUs)"
+isa=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' |
+      grep -x -E 'avx2|avx512f|avx512_vnni|avx_vnni|avx512_bf16|amx_tile' | tr '\n' ' ' || true)
+echo "run_fuzzers: ${seconds}s per target on ${cpu:-unknown CPU} ($(nproc) CPUs; ${isa:-no AVX2})"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 failed=()

@@ -27,7 +27,8 @@
 namespace lpattn::fuzz {
 namespace {
 
-// A float no kernel computes: what every guard band and padding element holds.
+// A float no kernel computes: what every guard band and padding element holds (docs/design.md
+// §10's check for writes outside an output).
 constexpr uint32_t kPoisonBits = 0x7fa5a5a5u;  // a signalling-NaN pattern
 constexpr int64_t kGuard = 16;                 // poisoned floats before and after every buffer
 
@@ -48,7 +49,8 @@ float Poison() {
 }
 
 // A [batch, heads, tokens, dim] tensor in a strided layout the input picks (head-major or
-// token-major, with padding after each row and each outer block), inside a poisoned buffer.
+// token-major, with padding after each row and each outer block), inside a poisoned buffer
+// (docs/design.md §10).
 struct FuzzTensor {
   int64_t batch = 0, heads = 0, tokens = 0, dim = 0;
   Strides strides;
@@ -103,7 +105,7 @@ struct FuzzTensor {
   }
 };
 
-// A dense output array ([n] floats or ints) between guard bands.
+// A dense output array ([n] floats or ints) between guard bands (docs/design.md §10).
 template <class T>
 struct GuardedArray {
   std::vector<T> buffer;
@@ -223,8 +225,9 @@ Precision PickPrecision(ByteReader& in) {
   return p;
 }
 
-// Sizes are kept small (at most 2 x 4 heads x 72 x 72 tokens x 72) so an iteration under ASan
-// takes milliseconds; tile edges (kTileQ, kTileK, kBlockKeys = 48) all fall inside.
+// docs/design.md §10's cases. Sizes are kept small (at most 2 x 4 heads x 72 x 72 tokens x 72)
+// so an iteration under ASan takes milliseconds; tile edges (kTileQ, kTileK, kBlockKeys = 48)
+// all fall inside.
 Case MakeCase(ByteReader& in, bool grouped) {
   Case c;
   AttentionShape& s = c.shape;
@@ -293,7 +296,7 @@ bool InputsFinite(const Case& c) {
                      [](float x) { return std::isfinite(x); });
 }
 
-// Runs a kernel call; an std::invalid_argument is an accepted refusal (the options the input
+// docs/design.md §10: runs a kernel call; an std::invalid_argument is an accepted refusal (the options the input
 // chose may be invalid: the kernels must say so before writing anything, which the poisoned
 // outputs check). Returns whether the call ran.
 template <class F>
@@ -312,7 +315,7 @@ FuzzTensor OutputLike(ByteReader& in, const FuzzTensor& like) {
   return FuzzTensor(in, like.batch, like.heads, like.tokens, like.dim);
 }
 
-// Flips allowed where a rounding is discontinuous: a row in 50, plus two.
+// Flips allowed where a rounding is discontinuous: a row in 50, plus two (docs/design.md §10).
 size_t Flips(bool jumps, size_t rows) { return jumps ? rows / 50 + 2 : 0; }
 
 // The gradients dQ, dK and dV of a backward, each in its own poisoned layout.
@@ -406,6 +409,15 @@ void FuzzExact(ByteReader& in) {
   const bool backward = in.Bool();
   const Precision& p = c.options.precision;
   const bool jumps = p.p != quant::Format::kFp32 || !p.BackwardIsFp32();
+  if (std::getenv("FUZZ_DEBUG")) {
+    std::fprintf(stderr, "exact B%ld H%ld/%ld T%ldx%ld D%ld causal=%d scale=%g sink=%d softcap=%g "
+                 "alibi=%d window=%ld precision='%s' backward=%d vscale=%g finite=%d\n",
+                 long(s.batch), long(s.heads), long(s.kv_heads), long(s.q_len), long(s.kv_len),
+                 long(s.head_dim), int(c.options.causal), double(c.options.scale.value_or(0.0f)),
+                 int(c.options.sink), double(c.options.softcap), c.options.alibi_slopes != nullptr,
+                 long(c.options.window), FormatPrecision(p).c_str(), int(backward),
+                 double(c.values.scale), int(c.values.finite));
+  }
 
   FuzzTensor o = OutputLike(in, c.q);
   GuardedArray<float> lse(size_t(s.batch * s.heads * s.q_len));
