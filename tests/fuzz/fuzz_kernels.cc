@@ -182,6 +182,11 @@ void CompareRows(const char* name, const std::vector<double>& got, const std::ve
       else if (!std::isnan(a) && a != b) err = std::max(err, std::abs(a - b));
     }
     if (err > loose) {
+      if (std::getenv("FUZZ_DEBUG")) {
+        for (size_t c = 0; c < dim; ++c) {
+          std::fprintf(stderr, "  [%zu] got %.9g want %.9g\n", c, got[r * dim + c], want[r * dim + c]);
+        }
+      }
       Finding(std::string(name) + ": row " + std::to_string(r) + " off by " + std::to_string(err) +
               " (bound " + std::to_string(loose) + ")");
     }
@@ -563,6 +568,14 @@ void FuzzKInterval(ByteReader& in) {
   const bool backward = in.Bool();
   const bool jumps = kint.rounding == KIntervalRounding::kNearest ||
                      kint.grid != quant::Format::kFp32 || p.p != quant::Format::kFp32;
+  if (std::getenv("FUZZ_DEBUG")) {
+    std::fprintf(stderr, "kint B%ld H%ld/%ld T%ldx%ld D%ld causal=%d scale=%g kint='%s' "
+                 "precision='%s' backward=%d vscale=%g finite=%d\n",
+                 long(s.batch), long(s.heads), long(s.kv_heads), long(s.q_len), long(s.kv_len),
+                 long(s.head_dim), int(c.options.causal), double(c.options.scale.value_or(0.0f)),
+                 FormatKInterval(kint).c_str(), FormatPrecision(p).c_str(), int(backward),
+                 double(c.values.scale), int(c.values.finite));
+  }
 
   const size_t rows = size_t(s.batch * s.heads * s.q_len);
   FuzzTensor o = OutputLike(in, c.q);
