@@ -607,10 +607,12 @@ void FuzzKInterval(ByteReader& in) {
   const ReferenceKIntervalForwardResult ref =
       ReferenceKIntervalForward(s, c.options, kint, DenseInputs(c));
   // A flip of nearest rounding moves one weight by a factor e^h; the row's O stays within V's
-  // range.
+  // range. Scores on a lattice (quantized operands, small D) put many coordinates exactly on
+  // half-nodes, where float and double round either way: under nearest any row may flip.
+  const bool nearest = kint.rounding == KIntervalRounding::kNearest;
   CompareRows("K-interval O", o.Dense(), ref.o, dim, bound.forward,
               jumps ? 2.0 * (1.0 + MaxAbs(c.v.Dense())) : bound.forward,
-              Flips(jumps, rows));
+              nearest ? rows : Flips(jumps, rows));
   if (!backward) return;
   const ReferenceGradients grads =
       ReferenceKIntervalBackward(s, c.options, kint, DenseInputs(c), c.d_o.Dense());
@@ -618,7 +620,7 @@ void FuzzKInterval(ByteReader& in) {
   // calibration terms go to another key), besides the roundings: rows may flip, unbounded.
   const bool rounded = jumps || !p.BackwardIsFp32();
   d.Compare("K-interval", grads, dim, bound.backward, rounded ? 5e-2 : 0.0, INFINITY, true,
-            rounded ? 5 : 1);
+            nearest ? 50 : rounded ? 5 : 1);
 }
 
 // ---- thresholded attention ------------------------------------------------------------------
