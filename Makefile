@@ -4,6 +4,7 @@
 
 BUILD_DIR := build
 ASAN_DIR := build-asan
+FUZZ_DIR := build-fuzz
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 # ccache (CMakeLists.txt uses it when installed): paths under the source tree are hashed
@@ -11,7 +12,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all setup configure build run test test-sanitize test-tsan install clean bench bench-summary
+.PHONY: all setup configure build run test test-sanitize test-tsan test-fuzz fuzz install clean bench bench-summary
 
 all: build
 
@@ -69,8 +70,19 @@ test-sanitize: setup
 test-tsan: setup
 	bash scripts/test_tsan.sh build-tsan
 
+# Differential fuzzing with libFuzzer (docs/design.md §10): the kernels against the fp64
+# references, the option parsers, the config JSON, the checkpoint reader and the corpus loader,
+# built with clang in build-fuzz (scripts/run_fuzzers.sh). test-fuzz is CI's short run;
+# `make fuzz FUZZ_SECONDS=600` runs each target longer.
+FUZZ_SECONDS ?= 600
+test-fuzz: setup
+	bash scripts/run_fuzzers.sh 25
+
+fuzz: setup
+	bash scripts/run_fuzzers.sh $(FUZZ_SECONDS)
+
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -16,6 +16,9 @@ packages=(
   python3 python3-matplotlib
   # The Python package (python/): pybind11 over the C++ API, tested with pytest against torch
   python3-dev pybind11-dev python3-numpy python3-torch python3-pytest
+  # Fuzzing (make test-fuzz, docs/design.md §10): clang with libFuzzer and the sanitizer
+  # runtimes, and LLVM's OpenMP, which the harness's oneDNN products need under clang
+  clang-14 libclang-rt-14-dev libomp-dev
 )
 # npm fetches the corpus; a Node.js that ships its own npm (NodeSource) conflicts with Debian's.
 if ! command -v npm >/dev/null 2>&1; then

@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
+#include "harness/common/number_text.h"
 #include "harness/model/arms.h"
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
@@ -57,19 +59,18 @@ std::unique_ptr<AttentionArm> MakeScoreOptionsArm(const std::string& spec) {
     const size_t eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : item.substr(eq + 1);
-    char* end = nullptr;
     if (key == "softcap") {
-      options.softcap = std::strtof(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !std::isfinite(options.softcap) ||
-          options.softcap <= 0.0f) {
+      double softcap = 0.0;
+      if (!ReadWholeDouble(value, softcap) || softcap <= 0.0 ||
+          softcap > double(std::numeric_limits<float>::max())) {
         fail("softcap must be a finite number > 0, got '" + value + "'");
       }
+      options.softcap = float(softcap);
     } else if (key == "alibi") {
       if (value != "0" && value != "1") fail("alibi must be 0 or 1, got '" + value + "'");
       options.alibi = value == "1";
     } else if (key == "window") {
-      options.window = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || options.window < 1) {
+      if (!ReadWholeInteger(value, options.window) || options.window < 1) {
         fail("window must be a whole number >= 1, got '" + value + "'");
       }
     } else {

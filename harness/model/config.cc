@@ -183,6 +183,8 @@ constexpr int kMaxHeads = 1024;
 constexpr int kMaxWidth = 1 << 16;
 constexpr int kMaxContext = 1 << 20;
 constexpr int kMaxBatch = 1 << 20;
+// A private TBB arena of more threads than any machine has only exhausts memory.
+constexpr int kMaxThreads = 1 << 16;
 constexpr int kByteVocab = 256;
 
 }  // namespace
@@ -280,7 +282,7 @@ void ValidateConfig(const TrainConfig& c) {
                                 ") must be a multiple of eval_every (" +
                                 std::to_string(c.eval_every) + ")");
   }
-  CheckIntRange("threads", c.threads, 0, kMaxInt);
+  CheckIntRange("threads", c.threads, 0, kMaxThreads);
   ParseDenseFormat(c.precision);  // throws, naming fp32 and bf16
   const Interference interference = ParseInterference(c.interference);  // throws, naming it
   if (interference.kind == Interference::Kind::kSwap && c.batch < 2) {

@@ -2,12 +2,14 @@
 #include "harness/model/interference.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
 #include "harness/common/counter_rng.h"
+#include "harness/common/number_text.h"
 
 namespace lpattn::harness {
 namespace {
@@ -31,11 +33,8 @@ double Normal(uint64_t seed, uint64_t stream, uint64_t index) {
 }
 
 double Number(const std::string& text, const std::string& key, const std::string& value) {
-  char* end = nullptr;
-  const double x = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !std::isfinite(x)) {
-    Fail(text, key + " must be a finite number, got '" + value + "'");
-  }
+  double x = 0.0;
+  if (!ReadWholeDouble(value, x)) Fail(text, key + " must be a finite number, got '" + value + "'");
   return x;
 }
 
@@ -75,9 +74,7 @@ Interference ParseInterference(const std::string& text) {
       }
       out.layer = int(layer);
     } else if (key == "seed") {
-      char* end = nullptr;
-      out.seed = std::strtoull(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || value[0] == '-') Fail(text, "seed must be a whole number");
+      if (!ReadWholeUnsigned(value, out.seed)) Fail(text, "seed must be a whole number below 2^64");
     } else {
       Fail(text, "unknown item '" + item + "' (" + kind + " takes rho=" +
                      (out.kind == Interference::Kind::kNoise ? ", sigma=" : "") +
@@ -90,16 +87,18 @@ Interference ParseInterference(const std::string& text) {
 
 std::string FormatInterference(const Interference& i) {
   if (i.kind == Interference::Kind::kNone) return "none";
-  char buffer[160];
+  // The shortest text that reads back to the same double (%g kept 6 digits, so rho = 0.1234567
+  // came back as 0.123457 and the canonical spec named another interference).
+  const auto shortest = [](double x) {
+    char text[32];
+    return std::string(text, size_t(std::to_chars(text, text + sizeof text, x).ptr - text));
+  };
   const bool noise = i.kind == Interference::Kind::kNoise;
-  int n = std::snprintf(buffer, sizeof(buffer), "%s:rho=%g", noise ? "noise" : "swap", i.rho);
-  if (noise) n += std::snprintf(buffer + n, sizeof(buffer) - size_t(n), ":sigma=%g", i.sigma);
-  if (i.layer >= 0) n += std::snprintf(buffer + n, sizeof(buffer) - size_t(n), ":layer=%d", i.layer);
-  if (i.seed != 1) {
-    std::snprintf(buffer + n, sizeof(buffer) - size_t(n), ":seed=%llu",
-                  static_cast<unsigned long long>(i.seed));
-  }
-  return buffer;
+  std::string out = std::string(noise ? "noise" : "swap") + ":rho=" + shortest(i.rho);
+  if (noise) out += ":sigma=" + shortest(i.sigma);
+  if (i.layer >= 0) out += ":layer=" + std::to_string(i.layer);
+  if (i.seed != 1) out += ":seed=" + std::to_string(i.seed);
+  return out;
 }
 
 void CorruptValues(const Interference& in, int layer, uint64_t first_window, float* qkv,

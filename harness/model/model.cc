@@ -23,6 +23,30 @@ Gpt::Gpt(const ModelConfig& model, const std::string& arm, size_t max_batch)
   Layout(max_batch);
 }
 
+size_t Gpt::ParamCount(const ModelConfig& model, const std::string& arm) {
+  if (model.n_layer < 1 || model.n_embd < 1 || model.context < 1 || model.vocab < 1) {
+    throw std::invalid_argument("Gpt: invalid model shape");
+  }
+  // The tensors Layout allocates, summed with overflow checks: a corrupt checkpoint's config
+  // may name any sizes.
+  const auto sum = [](size_t total, size_t count, size_t size) {
+    size_t product = 0;
+    if (__builtin_mul_overflow(count, size, &product) ||
+        __builtin_add_overflow(total, product, &total)) {
+      throw std::invalid_argument("Gpt: the parameter count overflows");
+    }
+    return total;
+  };
+  const size_t C = size_t(model.n_embd);
+  // qkv, attproj, fc and fcproj weights (12 C^2); two LayerNorms, the biases (13 C).
+  size_t per_layer = sum(sum(0, 12 * C, C), 13, C);
+  for (const ArmParam& ap : MakeArm(arm)->LayerParams(model)) per_layer = sum(per_layer, 1, ap.size);
+  size_t count = sum(0, size_t(model.vocab), C);                               // wte
+  if (model.pos != "rope") count = sum(count, size_t(model.context), C);       // wpe
+  count = sum(count, size_t(model.n_layer), per_layer);
+  return sum(count, 2, C);                                                     // lnf
+}
+
 void Gpt::Layout(size_t max_batch) {
   const size_t C = size_t(model_.n_embd), T = size_t(model_.context), V = size_t(model_.vocab);
   const size_t N = max_batch * T;

@@ -30,6 +30,11 @@ class Gpt {
   // Sized for batches of up to max_batch windows of model.context tokens.
   Gpt(const ModelConfig& model, const std::string& arm, size_t max_batch);
 
+  // The number of parameters such a model has (params().size()), without allocating it, so a
+  // checkpoint's arrays can be checked against its config before any model is built. Throws
+  // std::invalid_argument when the count overflows size_t.
+  static size_t ParamCount(const ModelConfig& model, const std::string& arm);
+
   // N(0, 0.02) matrices, residual projections scaled by 1/sqrt(2 n_layer), LayerNorm gains 1,
   // biases 0, arm parameters as the arm says; deterministic in the seed.
   void InitParams(uint64_t seed);

@@ -225,8 +225,11 @@ CheckpointState ReadCheckpoint(const std::string& path) {
          ", adam_m " + std::to_string(state.adam_m.size()) + ", adam_v " +
          std::to_string(state.adam_v.size()) + ")");
   }
+  // Validated like any config read from a file: a corrupt checkpoint's config (its checksum
+  // recomputed) must not build an absurd model.
   try {
     from_json(nlohmann::json::parse(config_text), state.config);
+    ValidateConfig(state.config);
   } catch (const std::exception& e) {
     fail(std::string("bad config: ") + e.what());
   }

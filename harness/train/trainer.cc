@@ -348,11 +348,14 @@ namespace {
 // `shape` replaces the checkpoint's model shape when given (another context, rotary positions).
 Gpt LoadModel(const std::string& checkpoint_path, const CheckpointState& state,
               const std::string& arm, size_t max_batch, const ModelConfig* shape = nullptr) {
-  Gpt model(shape ? *shape : state.config.model, state.config.arm, max_batch);
-  if (state.params.size() != model.params().size()) {
+  const ModelConfig& model_config = shape ? *shape : state.config.model;
+  // Counted before the model is built: a config that does not match the weights must not
+  // first allocate a model of whatever size it names.
+  if (state.params.size() != Gpt::ParamCount(model_config, state.config.arm)) {
     throw std::runtime_error("checkpoint " + checkpoint_path +
                              " holds a different number of parameters than its config");
   }
+  Gpt model(model_config, state.config.arm, max_batch);
   model.params() = state.params;
   model.SetDenseFormat(ParseDenseFormat(state.config.precision));
   if (!arm.empty()) model.SetArm(arm);

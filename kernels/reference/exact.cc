@@ -68,12 +68,14 @@ ReferenceForwardResult ReferenceExactForward(const AttentionShape& shape,
         const bool running = call_options.precision.p != quant::Format::kFp32;
         double m_run = tau.has_value() ? *tau : -std::numeric_limits<double>::infinity();
         for (int64_t j = 0; j < shape.kv_len; ++j) {
-          if (!KeyVisible(shape, options, i, j)) continue;
-          if (running && j % kBlockKeys == 0) {  // the block's max joins the running max
+          // The block's max joins the running max at the block's start, visible or not: a
+          // sliding window (§1.5) starts most rows inside a block.
+          if (running && j % kBlockKeys == 0) {
             for (int64_t t = j; t < std::min(j + kBlockKeys, shape.kv_len); ++t) {
               if (KeyVisible(shape, options, i, t)) m_run = std::max(m_run, scores[t]);
             }
           }
+          if (!KeyVisible(shape, options, i, j)) continue;
           const double against = running ? m_run : m_i;
           const double p_ij = RoundedWeight(call_options.precision, std::exp(scores[j] - against)) *
                               std::exp(against - m_i) / z_i;

@@ -164,7 +164,9 @@ void RowTermsPass(const AttentionProblem& p, const BackwardArgs& args, const Tra
                   float* params, float* corrections) {
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
-    const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
+    // Plain variables, not a structured binding: clang 14 cannot capture bindings in lambdas.
+    const TileTask t = SplitTask(task, p.heads, p.q_len, kTileQ);
+    const size_t b = t.batch, h = t.head, i0 = t.first, nq = t.count;
     const size_t row = (b * p.heads + h) * p.q_len + i0;
     StageRowParams<Transform>(params, row, nq, ws);
     std::fill(ws.row_a, ws.row_a + kTileQ, 0.0f);
@@ -275,7 +277,9 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   const size_t q_tiles = hwy::DivCeil(p.q_len, kTileQ);
   ParallelTiles(p.batch * p.heads * q_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
-    const auto [b, h, i0, nq] = SplitTask(task, p.heads, p.q_len, kTileQ);
+    // Plain variables, not a structured binding: clang 14 cannot capture bindings in lambdas.
+    const TileTask t = SplitTask(task, p.heads, p.q_len, kTileQ);
+    const size_t b = t.batch, h = t.head, i0 = t.first, nq = t.count;
     const HeadRows k = RowsOf(OrCall(p.bwd.k, args.k), b, h / p.group());  // dQ = dS K's
     float* dq = ws.acc_a.get();  // dim-major [dim][kTileQ] on AMX tiles
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);

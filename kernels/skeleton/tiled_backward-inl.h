@@ -126,10 +126,14 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
   const size_t k_tiles = hwy::DivCeil(p.kv_len, kTileK);
   const BackwardOperands ops = ProductOperands(p, args);
   ParallelTiles(p.batch * p.kv_heads * k_tiles, [&](size_t task, TileWorkspace& ws) HWY_ATTR {
-    const auto [b, kv_head, j0, nk] = SplitTask(task, p.kv_heads, p.kv_len, kTileK);
+    // Plain variables, not structured bindings: clang 14 cannot capture bindings in lambdas.
+    const TileTask t = SplitTask(task, p.kv_heads, p.kv_len, kTileK);
+    const size_t b = t.batch, kv_head = t.head, j0 = t.first, nk = t.count;
     const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(ops.dp_v, b, kv_head);
-    const auto [k_panel, v_panel, weights, grads, dk, dv] =
-        BeginKeySide(p, k, v, j0, nk, kTileK, ws);
+    const KeySide side = BeginKeySide(p, k, v, j0, nk, kTileK, ws);
+    float *const k_panel = side.k_panel, *const v_panel = side.v_panel;
+    float *const weights = side.weights, *const grads = side.grads, *const dk = side.dk,
+                 *const dv = side.dv;
     const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
     if (amx) tiles.emplace();
@@ -229,7 +233,10 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
     const size_t b = task / p.kv_heads, kv_head = task % p.kv_heads;
     const HeadRows k = RowsOf(args.k, b, kv_head), v = RowsOf(ops.dp_v, b, kv_head);
     const HeadRows k_product = RowsOf(ops.k, b, kv_head);
-    const auto [k_panel, v_panel, weights, grads, dk, dv] = BeginKeySide(p, k, v, 0, nk, width, ws);
+    const KeySide side = BeginKeySide(p, k, v, 0, nk, width, ws);  // no bindings: clang 14
+    float *const k_panel = side.k_panel, *const v_panel = side.v_panel;
+    float *const weights = side.weights, *const grads = side.grads, *const dk = side.dk,
+                 *const dv = side.dv;
     float* dq = ws.acc_c.get();
 
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {

@@ -34,7 +34,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 2^24).
 struct KIntervalForwardState {
   HWY_ALIGN float m[kTileQ], a[kTileQ], argmax[kTileQ], argmin[kTileQ];
-  HWY_ALIGN float R[kTileQ], h[kTileQ], inv_h[kTileQ], growth[kTileQ];  // growth = e^h - 1
+  HWY_ALIGN float R[kTileQ], h[kTileQ], inv_h[kTileQ], fall[kTileQ];  // fall = 1 - e^-h
   HWY_ALIGN float z[kTileQ], z_exact[kTileQ];  // sums of w^ and of exp(u)
 };
 
@@ -57,10 +57,10 @@ struct KIntervalTransformT {
   static constexpr bool kRowStatsPass = true;  // the grid hangs off the final max and min
   static constexpr bool kHasRowTerms = true;   // calibration terms, or the prob surrogate's sum
   static constexpr bool kSparseWeights = false;  // zeros only below a window: not worth a test
-  // The backward's row: m, R, h, 1/h, e^h - 1, 1/Z, Delta, the exact lse, and c (the prob
+  // The backward's row: m, R, h, 1/h, 1 - e^-h, 1/Z, Delta, the exact lse, and c (the prob
   // surrogate's sum of pi g, from the terms pass).
   static constexpr size_t kRowParams = 9;
-  enum : size_t { kM, kR, kH, kInvH, kGrowth, kInvZ, kDelta, kLseExact, kC };
+  enum : size_t { kM, kR, kH, kInvH, kFall, kInvZ, kDelta, kLseExact, kC };
 
   KIntervalOptions options;
   KIntervalSaved saved;
@@ -144,13 +144,14 @@ struct KIntervalTransformT {
   }
 
   // Where u falls on a row's grid: the weight w^ (before the window and degenerate rules),
-  // and for lerp the interval k, theta, E_k and E_{k+1} (E_k e^h, or its own rounded value).
+  // and for lerp the interval k, theta, E_k and E_{k+1} (E_k = E_{k+1} e^-h, or its own
+  // rounded value); fall = 1 - e^-h.
   template <class D, class V>
   struct GridPoint {
     V w, k, theta, e_k, e_next;
   };
   template <class D, class V>
-  HWY_INLINE GridPoint<D, V> Place(D d, V u, V R, V h, V inv_h, V growth) const {
+  HWY_INLINE GridPoint<D, V> Place(D d, V u, V R, V h, V inv_h, V fall) const {
     const auto x = hn::Min(hn::Max(hn::Mul(hn::Add(u, R), inv_h), hn::Zero(d)),
                            hn::Set(d, float(options.K)));
     if (Nearest()) {
@@ -161,12 +162,16 @@ struct KIntervalTransformT {
     const auto one = hn::Set(d, 1.0f);
     const auto k = hn::Min(hn::Floor(x), hn::Set(d, float(options.K - 1)));
     const auto theta = hn::Sub(x, k);
-    const auto e_k = GridValue(d, k, h, R);
-    if (!RoundedGrid()) {
-      return {hn::Mul(e_k, hn::MulAdd(theta, growth, one)), k, theta, e_k,
-              hn::Mul(e_k, hn::Add(one, growth))};
-    }
     const auto e_next = GridValue(d, hn::Add(k, one), h, R);
+    if (!RoundedGrid()) {
+      // Down from the upper node (docs/math.md §2.2): E_k = E_{k+1} (1 - fall) and
+      // w^ = E_{k+1} (1 - (1 - theta) fall) stay finite for any h, where E_k e^h overflowed
+      // a float once h > 88 and gave inf or NaN weights.
+      const auto e_k = hn::Mul(e_next, hn::Sub(one, fall));
+      return {hn::Mul(e_next, hn::NegMulAdd(hn::Sub(one, theta), fall, one)), k, theta, e_k,
+              e_next};
+    }
+    const auto e_k = GridValue(d, k, h, R);
     return {hn::MulAdd(theta, hn::Sub(e_next, e_k), e_k), k, theta, e_k, e_next};
   }
 
@@ -216,12 +221,12 @@ struct KIntervalTransformT {
       st.R[i] = R;
       st.h[i] = R / float(options.K);
       st.inv_h[i] = R > 0.0f ? float(options.K) / R : 0.0f;
-      st.growth[i] = std::expm1(st.h[i]);
+      st.fall[i] = -std::expm1(-st.h[i]);
     }
   }
 
-  // §2 weights: w^ = E_k (1 + theta (e^h - 1)) (lerp, the chord from E_k to E_{k+1} = E_k e^h)
-  // or E_round(x) (nearest), E_k = exp(k h - R); 0 below the window and for masked keys;
+  // §2 weights: w^ = E_{k+1} (1 - (1 - theta)(1 - e^-h)) (lerp, the chord from
+  // E_k = E_{k+1} e^-h to E_{k+1}) or E_round(x) (nearest), E_k = exp(k h - R); 0 below the window and for masked keys;
   // 1 on a degenerate row; a NaN u = s - m (a NaN score, or an infinite score at an infinite
   // max: inf - inf) stays NaN, never "below the window". No rescaling: alpha = 1.
   void WeighTile(float* HWY_RESTRICT scores, size_t nk, size_t columns,
@@ -240,7 +245,7 @@ struct KIntervalTransformT {
     for (size_t i = 0; i < columns; i += N) {
       const auto m = hn::Load(d, st.m + i), R = hn::Load(d, st.R + i);
       const auto h = hn::Load(d, st.h + i), inv_h = hn::Load(d, st.inv_h + i);
-      const auto growth = hn::Load(d, st.growth + i);
+      const auto fall = hn::Load(d, st.fall + i);
       const auto degenerate = hn::Eq(R, zero);
       const auto limit = hn::LoadU(d, visible + i);
       auto z = hn::Load(d, st.z + i), z_exact = hn::Load(d, st.z_exact + i);
@@ -248,7 +253,7 @@ struct KIntervalTransformT {
         float* s_ptr = scores + j * kTileQ + i;
         const auto s = hn::LoadU(d, s_ptr);
         const auto u = hn::Sub(s, m);
-        auto w = hn::IfThenElse(degenerate, one, Place(d, u, R, h, inv_h, growth).w);
+        auto w = hn::IfThenElse(degenerate, one, Place(d, u, R, h, inv_h, fall).w);
         const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
         w = hn::IfThenElseZero(hn::And(seen, InWindow(d, u, R)), w);
         w = hn::IfThenElse(hn::And(seen, hn::IsNaN(u)), u, w);
@@ -329,7 +334,7 @@ struct KIntervalTransformT {
     out[kR] = R;
     out[kH] = R / float(options.K);
     out[kInvH] = R > 0.0f ? float(options.K) / R : 0.0f;
-    out[kGrowth] = std::expm1(out[kH]);
+    out[kFall] = -std::expm1(-out[kH]);
     out[kInvZ] = Z > 0.0f ? 1.0f / Z : 0.0f;
     out[kDelta] = delta;
     out[kLseExact] = saved.lse_exact[row];
@@ -357,7 +362,7 @@ struct KIntervalTransformT {
   HWY_INLINE Entry<D, V> Evaluate(D d, V s, V dp, const V* row) const {
     Entry<D, V> e;
     e.u = hn::Sub(s, row[kM]);
-    e.at = Place(d, e.u, row[kR], row[kH], row[kInvH], row[kGrowth]);
+    e.at = Place(d, e.u, row[kR], row[kH], row[kInvH], row[kFall]);
     e.degenerate = hn::Eq(row[kR], hn::Zero(d));
     e.in_window = InWindow(d, e.u, row[kR]);
     e.w_hat = hn::IfThenElseZero(e.in_window, hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), e.at.w));
@@ -370,7 +375,7 @@ struct KIntervalTransformT {
   template <class D, class V>
   HWY_INLINE V ChordSlope(D d, const Entry<D, V>& e, const V* row) const {
     const auto slope = RoundedGrid() ? hn::Mul(hn::Sub(e.at.e_next, e.at.e_k), row[kInvH])
-                                     : hn::Mul(hn::Mul(e.at.e_k, row[kGrowth]), row[kInvH]);
+                                     : hn::Mul(hn::Mul(e.at.e_next, row[kFall]), row[kInvH]);
     return hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), hn::IfThenElseZero(e.in_window, slope));
   }
   // The weight surrogate's slope: exp(u), or w^ with slope=grid.

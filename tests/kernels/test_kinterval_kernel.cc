@@ -207,6 +207,19 @@ TEST(KIntervalKernel, BackwardMatchesReference) {
 
 // §4: low-precision operands under every calibration, forward and backward; the reference
 // quantizes the same operands with the same quantizers.
+// An interval wider than float's exp range (h = W / K = 100 > 88, docs/math.md §2.2): the
+// lerp weights come down from the upper node and stay finite; going up from E_k overflowed
+// e^h and gave inf or NaN weights (a fuzzing finding).
+TEST(KIntervalKernel, WideGridIntervalsMatchTheReference) {
+  for (const char* text : {"K=4,cal=window,W=400", "K=1,cal=window,W=100",
+                           "K=4,cal=window,W=400,ste=weight"}) {
+    for (bool causal : {false, true}) {
+      ExpectMatchesReference({1, 2, 1, 33, 33, 16}, causal, Layout::kBHTD, text);
+      ExpectBackwardMatchesReference({1, 2, 1, 33, 33, 16}, causal, Layout::kBHTD, text);
+    }
+  }
+}
+
 TEST(KIntervalKernel, MatchesReferenceWithLowPrecisionOperands) {
   for (const char* precision : {"qk=int8,pv=int8", "qk=fp8e4m3,pv=fp8e5m2,gran=token",
                                 "qk=bf16,pv=fp16", "qk=bf16,pv=fp16,path=sim",

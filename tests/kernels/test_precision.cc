@@ -247,6 +247,22 @@ void ExpectRoundedWeightsMatchReference(AttentionCase c, const std::string& prec
   }
 }
 
+// A sliding window (docs/math.md §1.5) starts most rows' visible keys inside a block of
+// kBlockKeys keys: the block's max must still join the running max P is rounded against. The
+// reference skipped the block's start when its first key was hidden, and rounded against -inf
+// (NaN weights) or the sink alone (a fuzzing finding).
+TEST(PrecisionKernels, RoundedWeightsWithASlidingWindowMatchTheReference) {
+  for (const char* precision : {"p=int8", "p=fp8e4m3", "p=bf16"}) {
+    for (SinkMode sink : {SinkMode::kNone, SinkMode::kLearned, SinkMode::kOffByOne}) {
+      for (int64_t window : {7, 60}) {
+        AttentionCase c({1, 4, 2, 17, 130, 16}, window == 7, sink, Layout::kBHTD, 5);
+        c.options.window = window;
+        ExpectRoundedWeightsMatchReference(c, precision);
+      }
+    }
+  }
+}
+
 // docs/design.md §8: a forward with kDecodeOnceTiles query tiles per kv head or more decodes
 // its coded K and V once per call (in the call: takes their rounded fp32 copies), a decode step
 // or a short prefill per key tile, and a copy over kMaxDecodedBytes is not made.

@@ -33,6 +33,29 @@ TEST(InterferenceText, ParsesAndFormats) {
   }
 }
 
+// The canonical text is the shortest that reads back exactly, so a spec round-trips whatever
+// its digits (%g's six digits named another interference).
+TEST(InterferenceText, FormatsTheShortestExactNumbers) {
+  const Interference noise = ParseInterference("noise:rho=0.1234567,sigma=1.0000001");
+  EXPECT_EQ(FormatInterference(noise), "noise:rho=0.1234567:sigma=1.0000001");
+  const Interference back = ParseInterference(FormatInterference(noise));
+  EXPECT_EQ(back.rho, noise.rho);
+  EXPECT_EQ(back.sigma, noise.sigma);
+  EXPECT_EQ(FormatInterference(ParseInterference("swap:rho=1e-300")), "swap:rho=1e-300");
+}
+
+// Numbers are read whole: an embedded NUL or a seed past 2^64 is rejected, not cut short.
+TEST(InterferenceText, NumbersAreReadWhole) {
+  for (const std::string& bad :
+       {std::string("noise:rho=0.5\0junk", 18), std::string("swap:rho=0.5:seed=7\09", 21),
+        std::string("swap:rho=0.5:seed=18446744073709551616"), std::string("swap:rho=0.5:seed=-1"),
+        std::string("swap:rho=0.5:seed=+1")}) {
+    EXPECT_THROW(ParseInterference(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_EQ(ParseInterference("swap:rho=0.5:seed=18446744073709551615").seed,
+            18446744073709551615ull);
+}
+
 struct Values {
   static constexpr size_t B = 4, T = 16, H = 2, C = 8;
   std::vector<float> qkv = std::vector<float>(B * T * 3 * C);

@@ -373,6 +373,32 @@ TEST(Model, UnknownArmIsRejected) {
 
 // A softcap arm (docs/math.md §1.3) is exact attention with capped scores: the loss moves
 // once the scores are large, and a cap far above them changes nothing measurable.
+// Arm spec numbers are read whole: an embedded NUL, a window past int64 or a softcap past
+// float's range is rejected, not cut short or saturated.
+TEST(Model, ArmSpecNumbersAreReadWhole) {
+  for (const std::string& bad :
+       {std::string("exact:softcap=30\0x", 18), std::string("exact:window=8\09", 16),
+        std::string("exact:window=99999999999999999999"), std::string("exact:softcap=1e39")}) {
+    EXPECT_THROW(MakeArm(bad), std::invalid_argument) << bad;
+  }
+  EXPECT_NO_THROW(MakeArm("exact:softcap=30,window=8"));
+}
+
+// ParamCount is the size of the arena a model allocates, for every arm and position kind, and
+// says so without allocating for sizes that overflow.
+TEST(Model, ParamCountIsTheArenaSize) {
+  for (const char* arm : {"exact", "sink", "normgate", "projgate", "tda", "outgate"}) {
+    for (const char* pos : {"learned", "rope"}) {
+      ModelConfig model{.n_layer = 2, .n_head = 2, .n_embd = 16, .context = 8, .vocab = 256};
+      model.pos = pos;
+      EXPECT_EQ(Gpt::ParamCount(model, arm), Gpt(model, arm, 1).params().size())
+          << arm << " " << pos;
+    }
+  }
+  ModelConfig huge{.n_layer = 1 << 30, .n_head = 1, .n_embd = 1 << 30, .context = 1, .vocab = 256};
+  EXPECT_THROW(Gpt::ParamCount(huge, "exact"), std::invalid_argument);
+}
+
 TEST(Model, SoftcapArmCapsTheScores) {
   EXPECT_EQ(MakeArm("exact:softcap=30")->Name(), "exact:softcap=30");
   EXPECT_EQ(MakeArm("sink:softcap=30+qk=bf16")->Name(), "sink:softcap=30+qk=bf16");

@@ -351,6 +351,28 @@ TEST_F(CheckpointTest, BadConfigIsRejected) {
   EXPECT_NE(message.find("bad config"), std::string::npos) << message;
 }
 
+// A config that parses but does not validate (a corrupt checkpoint whose checksum was
+// recomputed, as a fuzzer makes them) is rejected on read, before any model is sized from it.
+TEST_F(CheckpointTest, ConfigThatDoesNotValidateIsRejected) {
+  const CheckpointState s = SampleState();
+  const std::string path = Path("invalid.bin");
+  for (const auto& [field, value] : {std::pair<const char*, int>{"n_embd", 0}, {"n_head", 3},
+                                     {"context", -1}}) {
+    nlohmann::json config = s.config;
+    config["model"][field] = value;
+    WriteBytes(path, BuildFile(kCheckpointVersion, config.dump(), s.step, s.params, s.adam_m,
+                               s.adam_v));
+    const std::string message = ReadError(path);
+    EXPECT_NE(message.find("bad config"), std::string::npos) << field << ": " << message;
+    EXPECT_NE(message.find(field), std::string::npos) << message;
+  }
+  nlohmann::json config = s.config;
+  config["threads"] = 1 << 20;
+  WriteBytes(path, BuildFile(kCheckpointVersion, config.dump(), s.step, s.params, s.adam_m,
+                             s.adam_v));
+  EXPECT_NE(ReadError(path).find("threads"), std::string::npos);
+}
+
 // ---- WriteFileAtomically -------------------------------------------------------------------
 
 TEST_F(CheckpointTest, AtomicWriteCreatesAndReplaces) {
