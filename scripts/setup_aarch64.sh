@@ -28,29 +28,7 @@ arm64_packages=(
   libc6 libstdc++6 libgcc-s1
 )
 
-missing=()
-for package in "${host_packages[@]}"; do
-  status=$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null || true)
-  if [[ $status != "install ok installed" ]]; then
-    missing+=("$package")
-  fi
-done
-if [[ ${#missing[@]} -gt 0 ]]; then
-  echo "setup_aarch64: missing ${missing[*]}"
-  if [[ $(id -u) -eq 0 ]]; then
-    as_root=()
-  elif command -v sudo >/dev/null 2>&1; then
-    as_root=(sudo)
-  else
-    echo "setup_aarch64: not root and no sudo; as root, run:" >&2
-    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
-    exit 1
-  fi
-  apt_get=("${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get
-           -o DPkg::Lock::Timeout=600)
-  "${apt_get[@]}" update
-  "${apt_get[@]}" install -y --no-install-recommends "${missing[@]}"
-fi
+bash "$source_dir/scripts/install_packages.sh" setup_aarch64 "${host_packages[@]}"
 
 # The sysroot is complete when its stamp lists exactly these packages.
 stamp=$sysroot/.lpattn-packages
