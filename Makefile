@@ -12,7 +12,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
-.PHONY: all setup configure build run test test-sanitize test-tsan test-fuzz fuzz install clean bench bench-summary
+.PHONY: all setup configure build run test test-sanitize test-tsan test-fuzz fuzz install clean \
+        bench bench-summary setup-aarch64 test-aarch64 test-aarch64-ci
 
 all: build
 
@@ -80,6 +81,20 @@ test-fuzz: setup
 
 fuzz: setup
 	bash scripts/run_fuzzers.sh $(FUZZ_SECONDS)
+
+# aarch64: a cross build of the library and its kernel tests, run under qemu-aarch64 on
+# Highway's NEON target (docs/design.md §11). setup-aarch64 installs the cross compiler and
+# qemu-user and unpacks Debian's arm64 libraries into build-aarch64/sysroot; test-aarch64 runs
+# every kernel test (about half an hour under emulation on 2 cores; CTEST_ARGS='-R ...' narrows),
+# test-aarch64-ci the subset CI runs (scripts/test_aarch64.sh says which).
+setup-aarch64:
+	bash scripts/setup_aarch64.sh build-aarch64
+
+test-aarch64:
+	bash scripts/test_aarch64.sh build-aarch64
+
+test-aarch64-ci:
+	bash scripts/test_aarch64.sh --ci build-aarch64
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)

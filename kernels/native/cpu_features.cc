@@ -1,7 +1,9 @@
 // cpuid, xgetbv and the AMX permission (cpu_features.h).
 #include "kernels/native/cpu_features.h"
 
+#if LPATTN_NATIVE_X86
 #include <cpuid.h>
+#endif
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -14,6 +16,7 @@
 namespace lpattn::native {
 namespace {
 
+#if LPATTN_NATIVE_X86
 // Linux's arch_prctl request for a dynamically enabled state component, and AMX tile data's
 // component number (asm/prctl.h; glibc 2.36 has no wrapper).
 constexpr int kArchReqXcompPerm = 0x1023;
@@ -53,6 +56,9 @@ CpuFeatures Detect() {
   }
   return f;
 }
+#else
+CpuFeatures Detect() { return {}; }  // no x86 family on this architecture
+#endif
 
 std::atomic<bool> g_force_refusal{false};
 
@@ -66,11 +72,13 @@ AmxPermission Ask() {
     p.reason = "LPATTN_AMX=off in the environment";
     return p;
   }
+#if LPATTN_NATIVE_X86
   if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
     p.reason = std::string("Linux refused AMX tile data (arch_prctl: ") + std::strerror(errno) + ")";
     return p;
   }
   p.granted = true;
+#endif
   return p;
 }
 

@@ -7,6 +7,15 @@
 
 #include <string>
 
+// The native families are x86-64 code (cpuid, AVX-512 and AMX intrinsics); on other
+// architectures none is compiled, the features read as absent and a family's kernel entry is a
+// stub that is never reached (docs/design.md §11).
+#if defined(__x86_64__)
+#define LPATTN_NATIVE_X86 1
+#else
+#define LPATTN_NATIVE_X86 0
+#endif
+
 namespace lpattn::native {
 
 struct CpuFeatures {
@@ -19,7 +28,7 @@ struct CpuFeatures {
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
 };
 
-// cpuid leaf 7 (subleaves 0 and 1) and xgetbv, read on first use.
+// cpuid leaf 7 (subleaves 0 and 1) and xgetbv, read on first use; all false off x86-64.
 const CpuFeatures& DetectedCpuFeatures();
 
 // The outcome of asking Linux for AMX tile data (arch_prctl(ARCH_REQ_XCOMP_PERM,

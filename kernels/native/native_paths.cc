@@ -22,10 +22,12 @@ constexpr uint32_t kPathCount = static_cast<uint32_t>(NativePath::kCount);
 // (kernels/native/int_matmul_tile-inl.h); the AMX bf16 and int8 tiles, with the weight pairs'
 // conversion in avx512_bf16 (kernels/native/amx_products.cc). avx512_fp16 is detected and
 // reported so that a user sees what the CPU offers (docs/design.md §4 says why no kernel uses it).
+// None is compiled off x86-64 (docs/design.md §11).
 bool Compiled(NativePath path) {
-  return path == NativePath::kAvx512Vnni || path == NativePath::kAvxVnni ||
-         path == NativePath::kAmxBf16 || path == NativePath::kAvx512Bf16 ||
-         path == NativePath::kAmxInt8;
+  return LPATTN_NATIVE_X86 &&
+         (path == NativePath::kAvx512Vnni || path == NativePath::kAvxVnni ||
+          path == NativePath::kAmxBf16 || path == NativePath::kAvx512Bf16 ||
+          path == NativePath::kAmxInt8);
 }
 
 // Whether the CPU (and OS, and for AMX the kernel's permission) has the family; `note` gets
@@ -134,6 +136,7 @@ std::vector<NativePathState> NativePathStates() {
     state.path = static_cast<NativePath>(p);
     state.compiled = Compiled(state.path);
     state.cpu = OnCpu(state.path, &state.note);
+    if (!LPATTN_NATIVE_X86) state.note = "not compiled: an x86-64 family, this build is not x86-64";
     state.enabled = (mask >> p) & 1u;
     if (state.cpu && !state.enabled) {
       const std::lock_guard<std::mutex> lock(g_mutex);
@@ -152,6 +155,12 @@ bool SelectNativePaths(const std::string& names) {
   g_selection_note = names.empty() ? "" : "selected by SelectNativePaths(\"" + names + "\")";
   detail::enabled_paths.store(mask, std::memory_order_relaxed);
   return true;
+}
+
+void NativeFamilyNotCompiled(const char* function) {
+  std::fprintf(stderr, "lpattn: %s called, but its x86-64 family is not compiled in this build\n",
+               function);
+  std::abort();
 }
 
 void ForceAmxRefusalForTest(bool refuse) {

@@ -44,6 +44,10 @@ bool SelectNativePaths(const std::string& names);
 // enabled set returns to the default (LPATTN_NATIVE and SelectNativePaths are forgotten).
 void ForceAmxRefusalForTest(bool refuse);
 
+// The body of a native family's entry point in a build without x86-64 (docs/design.md §11):
+// unreachable, as NativePathEnabled is false for every family there; says which and aborts.
+[[noreturn]] void NativeFamilyNotCompiled(const char* function);
+
 namespace detail {
 inline constexpr uint32_t kUnresolved = 1u << 31;
 extern std::atomic<uint32_t> enabled_paths;  // a bit per NativePath, or kUnresolved

@@ -1,7 +1,11 @@
 // Operand storage for the simulation and native paths (quantized_operands.h).
 #include "kernels/native/quantized_operands.h"
 
+#include "kernels/native/cpu_features.h"  // LPATTN_NATIVE_X86
+
+#if LPATTN_NATIVE_X86
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -355,9 +359,13 @@ namespace {
 // (every AMX path's condition), which the loops are vectorised for.
 constexpr uint32_t kExponent = 0x7F800000u, kCarry = 0x00800000u;
 
-__attribute__((target("avx512f,avx512bw"))) uint32_t CodeRows(const float* base, size_t stride,
-                                                             size_t n, size_t dim,
-                                                             uint16_t* out) {
+#if LPATTN_NATIVE_X86
+#define LPATTN_AVX512 __attribute__((target("avx512f,avx512bw")))
+#else
+#define LPATTN_AVX512
+#endif
+LPATTN_AVX512 uint32_t CodeRows(const float* base, size_t stride, size_t n, size_t dim,
+                              uint16_t* out) {
   uint32_t special = 0;
   for (size_t j = 0; j < n; ++j) {
     const float* row = base + j * stride;
@@ -376,7 +384,7 @@ __attribute__((target("avx512f,avx512bw"))) uint32_t CodeRows(const float* base,
 // and -Wmaybe-uninitialized flags it (GCC bug 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#define LPATTN_AVX512 __attribute__((target("avx512f,avx512bw")))
+#if LPATTN_NATIVE_X86
 
 // r[i] lane k becomes r[k] lane i: a 16 x 16 transpose of 32-bit words.
 LPATTN_AVX512 inline void Transpose16(__m512i r[16]) {
@@ -453,6 +461,12 @@ LPATTN_AVX512 uint32_t CodeColumns(const float* base, size_t stride, size_t n, s
   for (uint32_t x : lanes) all |= x;
   return all;
 }
+#else
+// Off x86-64 no AMX path is taken, which is this function's only caller (docs/design.md §11).
+uint32_t CodeColumns(const float*, size_t, size_t, size_t, size_t, bool, uint16_t*) {
+  native::NativeFamilyNotCompiled("CodeColumns");
+}
+#endif
 #undef LPATTN_AVX512
 #pragma GCC diagnostic pop
 }  // namespace

@@ -61,8 +61,27 @@ HWY_INLINE void MicroTile(const LhsView& a, size_t r0, const RhsView& b, size_t 
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
-  V acc[kRows][kVecs];
   float* c_row = c.data + r0 * c.row_stride + c0;
+#if HWY_HAVE_SCALABLE
+  // SVE's vectors are sizeless: no array holds them (docs/design.md §11). One accumulator at a
+  // time over the whole inner range, k in the same order: the same sums, without the reuse of
+  // B's loads across rows that the register tile below has.
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t v = 0; v < kVecs; ++v) {
+      float* out = c_row + r * c.row_stride + v * N;
+      V acc = kAccumulate ? hn::LoadU(d, out) : hn::Zero(d);
+      const float* a_ptr = a.data + (r0 + r) * a.row_stride + k_begin * a.inner_stride;
+      const float* b_ptr = b.data + k_begin * b.row_stride + c0 + v * N;
+      for (size_t k = k_begin; k < k_end; ++k) {
+        acc = hn::MulAdd(hn::Set(d, *a_ptr), hn::LoadU(d, b_ptr), acc);
+        a_ptr += a.inner_stride;
+        b_ptr += b.row_stride;
+      }
+      hn::StoreU(acc, d, out);
+    }
+  }
+#else
+  V acc[kRows][kVecs];
 #pragma GCC unroll 8
   for (size_t r = 0; r < kRows; ++r) {
 #pragma GCC unroll 4
@@ -90,6 +109,7 @@ HWY_INLINE void MicroTile(const LhsView& a, size_t r0, const RhsView& b, size_t 
 #pragma GCC unroll 4
     for (size_t v = 0; v < kVecs; ++v) hn::StoreU(acc[r][v], d, c_row + r * c.row_stride + v * N);
   }
+#endif
 }
 
 // kRows rows over all `cols` columns (a multiple of the vector length): whole kMicroVecs

@@ -358,17 +358,18 @@ struct KIntervalTransformT {
     GridPoint<D, V> at;
     hn::Mask<D> degenerate, in_window;
   };
+  // Built whole by aggregate initialisation: a default-constructed Entry would call the vector
+  // types' constructors from a function without the target's attributes, which NEON's
+  // always-inline constructors refuse (docs/design.md §11).
   template <class D, class V>
   HWY_INLINE Entry<D, V> Evaluate(D d, V s, V dp, const V* row) const {
-    Entry<D, V> e;
-    e.u = hn::Sub(s, row[kM]);
-    e.at = Place(d, e.u, row[kR], row[kH], row[kInvH], row[kFall]);
-    e.degenerate = hn::Eq(row[kR], hn::Zero(d));
-    e.in_window = InWindow(d, e.u, row[kR]);
-    e.w_hat = hn::IfThenElseZero(e.in_window, hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), e.at.w));
-    e.p = hn::IfThenElse(hn::IsNaN(e.u), e.u, hn::Mul(e.w_hat, row[kInvZ]));
-    e.d = hn::Mul(hn::Sub(dp, row[kDelta]), row[kInvZ]);
-    return e;
+    const V u = hn::Sub(s, row[kM]);
+    const GridPoint<D, V> at = Place(d, u, row[kR], row[kH], row[kInvH], row[kFall]);
+    const hn::Mask<D> degenerate = hn::Eq(row[kR], hn::Zero(d));
+    const hn::Mask<D> in_window = InWindow(d, u, row[kR]);
+    const V w_hat = hn::IfThenElseZero(in_window, hn::IfThenElse(degenerate, hn::Set(d, 1.0f), at.w));
+    const V p = hn::IfThenElse(hn::IsNaN(u), u, hn::Mul(w_hat, row[kInvZ]));
+    return {p, w_hat, u, hn::Mul(hn::Sub(dp, row[kDelta]), row[kInvZ]), at, degenerate, in_window};
   }
   // The exact surrogate's slope dw^/du: the chord's (E_{k+1} - E_k) / h in the window, 0
   // below it, exp(0) = 1 on a degenerate row.

@@ -3,8 +3,14 @@
 // compute what a scalar loop computes, a refused permission takes AMX off cleanly, the
 // selection API narrows the families, and the int8 products give the same bits with and
 // without their VNNI tile. A test of a family this CPU lacks is skipped with the family's name.
+// Off x86-64 no family is compiled (docs/design.md §11), and the tests say so by name.
 #include <gtest/gtest.h>
+
+#include "kernels/native/cpu_features.h"  // LPATTN_NATIVE_X86
+
+#if LPATTN_NATIVE_X86
 #include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <cstdio>
@@ -32,19 +38,6 @@
 namespace lpattn::test {
 namespace {
 
-std::set<std::string> ProcCpuinfoFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("flags", 0) != 0) continue;
-    std::istringstream words(line.substr(line.find(':') + 1));
-    std::set<std::string> flags;
-    for (std::string w; words >> w;) flags.insert(w);
-    return flags;
-  }
-  return {};
-}
-
 const native::NativePathState& StateOf(const std::vector<native::NativePathState>& states,
                                        native::NativePath path) {
   for (const auto& state : states) {
@@ -65,6 +58,20 @@ auto NativeAndHighway(const Run& run) {
   return std::pair{std::move(native), std::move(highway)};
 }
 
+#if LPATTN_NATIVE_X86
+std::set<std::string> ProcCpuinfoFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    std::set<std::string> flags;
+    for (std::string w; words >> w;) flags.insert(w);
+    return flags;
+  }
+  return {};
+}
+
 TEST(NativePaths, CpuFeaturesMatchProcCpuinfo) {
   const std::set<std::string> flags = ProcCpuinfoFlags();
   ASSERT_FALSE(flags.empty()) << "/proc/cpuinfo has no flags line";
@@ -78,6 +85,24 @@ TEST(NativePaths, CpuFeaturesMatchProcCpuinfo) {
     EXPECT_EQ(flags.count(flag) == 1, detected) << flag;
   }
 }
+#else
+// Every family is reported, none compiled, on the CPU or enabled, each with a note that says it
+// was not compiled; selecting one is refused, "none" and "" are accepted.
+TEST(NativePaths, NoFamilyIsCompiledOffX86) {
+  const DispatchInfo info = GetDispatchInfo();
+  EXPECT_EQ(info.native.size(), size_t(native::NativePath::kCount));
+  for (const NativePathInfo& path : info.native) {
+    EXPECT_FALSE(path.compiled) << path.name;
+    EXPECT_FALSE(path.cpu) << path.name;
+    EXPECT_FALSE(path.enabled) << path.name;
+    EXPECT_NE(path.note.find("not compiled"), std::string::npos) << path.name << ": " << path.note;
+  }
+  EXPECT_FALSE(SelectNativePaths("amx_bf16"));
+  EXPECT_FALSE(SelectNativePaths("avx512_vnni"));
+  EXPECT_TRUE(SelectNativePaths("none"));
+  EXPECT_TRUE(SelectNativePaths(""));
+}
+#endif
 
 TEST(NativePaths, InfoListsEveryFamilyAndHowEachOperandIsMultiplied) {
   const DispatchInfo info = GetDispatchInfo();
@@ -92,6 +117,7 @@ TEST(NativePaths, InfoListsEveryFamilyAndHowEachOperandIsMultiplied) {
   EXPECT_NE(info.products[1].find("int8 Q K^T"), std::string::npos);
 }
 
+#if LPATTN_NATIVE_X86
 // tdpbf16ps on one 16 x 16 tile over 32 bf16 pairs against the same sums in a scalar loop
 // (exact here: small integers, whose products and sums fp32 holds exactly).
 __attribute__((target("amx-tile,amx-bf16"))) void AmxBf16Tile(const uint16_t* a, const uint16_t* b,
@@ -141,6 +167,7 @@ TEST(NativePaths, AmxBf16TileComputesTheScalarSums) {
     }
   }
 }
+#endif  // LPATTN_NATIVE_X86
 
 TEST(NativePaths, RefusedAmxPermissionTakesAmxOffAndKernelsStillRun) {
   native::ForceAmxRefusalForTest(true);

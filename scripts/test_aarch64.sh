@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Cross-builds lpattn for aarch64 and runs its kernel and quantizer tests under qemu-aarch64
+# (docs/design.md §11): the shared library and lpattn_kernel_tests only (no harness, command,
+# benchmarks or Python package), on Highway's NEON target (and the SVE targets with
+# LPATTN_ARM_SVE=ON in CMAKE_ARGS).
+#   scripts/test_aarch64.sh [--ci] [BUILD_DIR]   (default build-aarch64; `make test-aarch64`)
+# Every kernel test by default (about half an hour under emulation on 2 cores); --ci runs the
+# subset below, which CI (.ci/run) runs. CTEST_ARGS in the environment is passed to ctest.
+set -euo pipefail
+
+# The CI subset, a few minutes under emulation: every suite of the row-level math, the options,
+# the quantizers and codecs (each Highway target's vector codec against the scalar one), the C
+# API, the checks of bad input and non-finite values, the native-path registry (no family off
+# x86); the exact kernel against the reference on every target for query lengths up to 65 (the
+# grid's 1000-token shapes are left out); and per variant one forward and one backward on other
+# layouts and lengths, the low-precision paths and the KV cache's 16-bit and quantized reads.
+# Left out: the long grids over shapes, formats and thread counts (determinism, decode splits,
+# the cache's decode steps), which the full run covers.
+# One pattern each, joined with '|' into ctest's -R: no groups, as CMake's regular expressions
+# take at most 9 of them.
+ci_patterns=(
+  '^Quant' '^Reference' '^KIntervalRow\.' '^KIntervalOptions\.' '^KIntervalReference\.'
+  '^ThresholdRow\.' '^ThresholdOptions\.' '^ThresholdReference\.' '^ThresholdTheory\.'
+  '^ValueGate' '^PrecisionOptions\.' '^LowPrecisionBackwardOptions\.' '^CApi\.' '^NativePaths\.'
+  '^BufferPool\.' '^ValidationTest\.' '^NonFinite\.' '^PreparedKv\.' '^KvCacheTransforms\.'
+  '^Grid/ExactGridTest\..*/T[127]_' '^Grid/ExactGridTest\..*/T6[345]_'
+  '^ExactKernels\.BatchTokenHeadDimLayout$' '^ExactKernels\.QueryLengthDiffersFromKeyLength$'
+  '^ExactKernels\.DispatchInfoIsConsistent$'
+  '^KIntervalKernel\.MatchesReferenceOnOtherLayoutsAndLengths$'
+  '^KIntervalKernel\.MatchesReferenceWithALowPrecisionGrid$'
+  '^ThresholdKernel\.ForwardMatchesReferenceOnOtherLayoutsAndLengths$'
+  '^ThresholdKernel\.BackwardMatchesReferenceOnOtherLayoutsAndLengths$'
+  '^PrecisionKernels\.NativeAndSimulatedPathsAgree$'
+  '^PrecisionKernels\.ErrorAgainstFp32FollowsTheFormatsResolution$'
+  '^KvCache\.SixteenBitQueriesAndOutputs$' '^KvCache\.ReadsBackWhatTheInCallQuantizerMakes$'
+)
+ci_tests=$(IFS='|'; echo "${ci_patterns[*]}")
+ctest_filter=()
+if [[ ${1:-} == --ci ]]; then
+  # The dense sweep of every format's encoder takes half a minute under emulation.
+  ctest_filter=(-R "$ci_tests" -E '^QuantFormat\.EncodeMatchesNearestValueOverADenseSweep$')
+  shift
+fi
+
+source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${1:-$source_dir/build-aarch64}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+bash "$source_dir/scripts/setup_aarch64.sh" "$build_dir"
+build_dir=$(cd "$build_dir" && pwd)
+
+start=$SECONDS
+echo "== configuring $build_dir for aarch64"
+# shellcheck disable=SC2086  # CMAKE_ARGS is a list of words
+cmake -S "$source_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_TOOLCHAIN_FILE="$source_dir/cmake/toolchain-aarch64.cmake" \
+      -DLPATTN_AARCH64_SYSROOT="$build_dir/sysroot" \
+      -DLPATTN_BUILD_CLI=OFF -DLPATTN_BUILD_BENCH=OFF -DLPATTN_BUILD_PYTHON=OFF \
+      ${CMAKE_ARGS:-} >"$build_dir/configure.log"
+cmake --build "$build_dir" -j"$jobs" --target lpattn_kernel_tests
+echo "== built in $((SECONDS - start)) s"
+
+start=$SECONDS
+echo "== kernel tests under qemu-aarch64: ${ctest_filter[*]:-all} ${CTEST_ARGS:-}"
+# shellcheck disable=SC2086
+ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" "${ctest_filter[@]}" ${CTEST_ARGS:-}
+echo "== tests ran in $((SECONDS - start)) s"
