@@ -54,6 +54,30 @@ HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, s
   const hn::Rebind<float, decltype(d32)> df;
   using V32 = hn::Vec<decltype(d32)>;
   const size_t N = hn::Lanes(d32);
+#if HWY_HAVE_SCALABLE
+  // SVE's vectors are sizeless: no array holds them (docs/design.md §11). One output vector
+  // (its two accumulators) at a time over all pairs, as in MicroTile: the same exact integer
+  // sums, scaled by the same expression.
+  for (size_t r = 0; r < kRows; ++r) {
+    const auto row_scale = hn::Set(df, a.row_scale[r0 + r]);
+    float* c_row = c.data + (r0 + r) * c.row_stride + c0;
+    for (size_t v = 0; v < kVecs; ++v) {
+      V32 acc = hn::Zero(d32), odd = hn::Zero(d32);
+      const int32_t* a_ptr = a.data + (r0 + r) * a.row_stride;
+      const int16_t* b_ptr = b.data + 2 * (c0 + v * N);
+      for (size_t k = 0; k < pairs; ++k) {
+        const auto av = hn::BitCast(d16, hn::Set(d32, *a_ptr));
+        acc = hn::ReorderWidenMulAccumulate(d32, av, hn::LoadU(d16, b_ptr), acc, odd);
+        a_ptr += a.inner_stride;
+        b_ptr += 2 * b.width;
+      }
+      const auto sums = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(acc, odd));
+      const auto scales = hn::Mul(row_scale, hn::LoadU(df, b.col_scale + c0 + v * N));
+      const auto prior = kAccumulate ? hn::LoadU(df, c_row + v * N) : hn::Zero(df);
+      hn::StoreU(hn::MulAdd(sums, scales, prior), df, c_row + v * N);
+    }
+  }
+#else
   V32 acc[kRows][kVecs], odd[kRows][kVecs];
 #pragma GCC unroll 8
   for (size_t r = 0; r < kRows; ++r) {
@@ -89,6 +113,7 @@ HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, s
       hn::StoreU(hn::MulAdd(sums, scales, prior), df, c_row + v * N);
     }
   }
+#endif
 }
 
 #if HWY_TARGET == HWY_AVX3

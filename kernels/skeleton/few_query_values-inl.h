@@ -70,6 +70,28 @@ HWY_INLINE void FewQueryValuesPass(const HeadRows& v, size_t j0, size_t lo, size
                           kKind == RowKind::kE5M2 || kKind == RowKind::kInt8;
   constexpr RowKind kRead = kKind == RowKind::kE4M3NoNaN ? RowKind::kE4M3Over256 : kKind;
   constexpr float kUnit = kKind == RowKind::kE4M3NoNaN ? 256.0f : 1.0f;
+#if HWY_HAVE_SCALABLE
+  // SVE's vectors are sizeless: no array holds them (docs/design.md §11). One vector of
+  // channels at a time in four named accumulators, keys in the same order: the same sums.
+  for (size_t x = 0; x < kVecs; ++x) {
+    float* o = out + c0 + x * N;
+    auto acc0 = hn::LoadU(d, o), acc1 = hn::LoadU(d, o + out_stride);
+    auto acc2 = hn::LoadU(d, o + 2 * out_stride), acc3 = hn::LoadU(d, o + 3 * out_stride);
+    for (size_t j = lo; j < hi; ++j) {
+      const float* w_j = w + j * kTileQ;
+      const float unit = kScaled ? v.scale(j0 + j) * kUnit : 1.0f;
+      const auto values = LanesAt<kRead>(d, RowAddress(v, j0 + j), c0 + x * N);
+      acc0 = hn::MulAdd(hn::Set(d, w_j[0] * unit), values, acc0);
+      acc1 = hn::MulAdd(hn::Set(d, w_j[1] * unit), values, acc1);
+      acc2 = hn::MulAdd(hn::Set(d, w_j[2] * unit), values, acc2);
+      acc3 = hn::MulAdd(hn::Set(d, w_j[3] * unit), values, acc3);
+    }
+    hn::StoreU(acc0, d, o);
+    hn::StoreU(acc1, d, o + out_stride);
+    hn::StoreU(acc2, d, o + 2 * out_stride);
+    hn::StoreU(acc3, d, o + 3 * out_stride);
+  }
+#else
   hn::Vec<decltype(d)> acc[4][kVecs];
   for (size_t i = 0; i < 4; ++i) {
     for (size_t x = 0; x < kVecs; ++x) acc[i][x] = hn::LoadU(d, out + i * out_stride + c0 + x * N);
@@ -91,6 +113,7 @@ HWY_INLINE void FewQueryValuesPass(const HeadRows& v, size_t j0, size_t lo, size
   for (size_t i = 0; i < 4; ++i) {
     for (size_t x = 0; x < kVecs; ++x) hn::StoreU(acc[i][x], d, out + i * out_stride + c0 + x * N);
   }
+#endif
 }
 
 template <RowKind kKind>

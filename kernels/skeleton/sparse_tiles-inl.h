@@ -137,7 +137,7 @@ HWY_INLINE void SparseQueryTile(const AttentionProblem& p, const Transform& tr,
   const size_t N = hn::Lanes(d), dim = p.dim, padded_dim = PaddedDim(dim);
   float* weights = ws.scores.get();
   float* slopes = ws.slopes.get();
-  hn::Vec<decltype(d)> row[Transform::kRowParams];
+  RowParamVectors<decltype(d), Transform::kRowParams> row;
   size_t survivors = 0;
   for (size_t i = 0; i < columns; i += N) {
     LoadRowParams<Transform>(d, ws, i, row);
@@ -219,11 +219,11 @@ HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr,
   constexpr size_t kC = Transform::kCoefficientParam;
   float* weights = ws.scores.get();
   float* slopes = ws.slopes.get();
-  hn::Vec<decltype(d)> row[Transform::kRowParams];
+  RowParamVectors<decltype(d), Transform::kRowParams> row;
   size_t survivors = 0;
   for (size_t i = 0; i < nq; ++i) {
-    const float* params = head_params + (i0 + i) * Transform::kRowParams;
-    for (size_t k = 0; k < Transform::kRowParams; ++k) row[k] = hn::Set(d, params[k]);
+    BroadcastRowParams<Transform::kRowParams>(d, head_params + (i0 + i) * Transform::kRowParams,
+                                              row);
     const size_t end = p.VisibleEnd(i0 + i);
     const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
     for (size_t j = 0; j < kTileK; j += N) {

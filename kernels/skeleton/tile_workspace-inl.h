@@ -25,6 +25,7 @@
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
+#include "kernels/skeleton/vector_slots-inl.h"
 #include "quant/codec-inl.h"
 #include "quant/format.h"
 #include "tbb/blocked_range.h"
@@ -830,6 +831,13 @@ template <class Transform, class D>
 HWY_INLINE void LoadRowParams(D d, const TileWorkspace& ws, size_t i, hn::Vec<D>* v) {
   for (size_t k = 0; k < Transform::kRowParams; ++k) v[k] = hn::Load(d, ws.row_params[k] + i);
 }
+#if HWY_HAVE_SCALABLE
+// With sizeless vectors the transform loads them where they are staged (docs/design.md §11).
+template <class Transform, class D>
+HWY_INLINE void LoadRowParams(D, const TileWorkspace& ws, size_t i, RowParamLanes<D>& v) {
+  v = RowParamLanes<D>(&ws.row_params[0][0] + i, kTileQ);
+}
+#endif
 
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -29,6 +29,11 @@
 #include "kernels/skeleton/tile_workspace-inl.h"
 
 HWY_BEFORE_NAMESPACE();
+#if HWY_HAVE_SCALABLE && HWY_COMPILER_GCC_ACTUAL
+// GCC 12's ivopts pass crashes on SVE code of the K-interval backward's loops: off for scalable
+// targets, until HWY_AFTER_NAMESPACE pops the options (docs/design.md §11).
+#pragma GCC optimize("no-ivopts")
+#endif
 namespace lpattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;

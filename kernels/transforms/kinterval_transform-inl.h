@@ -22,10 +22,16 @@
 #include "kernels/kinterval.h"
 #include "kernels/skeleton/fast_exp-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
+#include "kernels/skeleton/vector_slots-inl.h"
 #include "quant/codec-inl.h"
 #include "quant/format.h"
 
 HWY_BEFORE_NAMESPACE();
+#if HWY_HAVE_SCALABLE && HWY_COMPILER_GCC_ACTUAL
+// GCC 12's ivopts pass crashes on SVE code of the K-interval backward's loops: off for scalable
+// targets, until HWY_AFTER_NAMESPACE pops the options (docs/design.md §11).
+#pragma GCC optimize("no-ivopts")
+#endif
 namespace lpattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -145,10 +151,11 @@ struct KIntervalTransformT {
 
   // Where u falls on a row's grid: the weight w^ (before the window and degenerate rules),
   // and for lerp the interval k, theta, E_k and E_{k+1} (E_k = E_{k+1} e^-h, or its own
-  // rounded value); fall = 1 - e^-h.
+  // rounded value); fall = 1 - e^-h. Its members are read through Read: vectors, or on
+  // SVE their lanes in memory (VecSlot, docs/design.md §11).
   template <class D, class V>
   struct GridPoint {
-    V w, k, theta, e_k, e_next;
+    VecSlot<D> w, k, theta, e_k, e_next;
   };
   template <class D, class V>
   HWY_INLINE GridPoint<D, V> Place(D d, V u, V R, V h, V inv_h, V fall) const {
@@ -253,7 +260,7 @@ struct KIntervalTransformT {
         float* s_ptr = scores + j * kTileQ + i;
         const auto s = hn::LoadU(d, s_ptr);
         const auto u = hn::Sub(s, m);
-        auto w = hn::IfThenElse(degenerate, one, Place(d, u, R, h, inv_h, fall).w);
+        auto w = hn::IfThenElse(degenerate, one, Read(Place(d, u, R, h, inv_h, fall).w));
         const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
         w = hn::IfThenElseZero(hn::And(seen, InWindow(d, u, R)), w);
         w = hn::IfThenElse(hn::And(seen, hn::IsNaN(u)), u, w);
@@ -354,84 +361,87 @@ struct KIntervalTransformT {
   // w^, the grid point, d = (g - Delta) / Z and the masks.
   template <class D, class V>
   struct Entry {
-    V p, w_hat, u, d;
+    VecSlot<D> p, w_hat, u, d;
     GridPoint<D, V> at;
-    hn::Mask<D> degenerate, in_window;
+    MaskSlot<D> degenerate, in_window;
   };
   // Built whole by aggregate initialisation: a default-constructed Entry would call the vector
   // types' constructors from a function without the target's attributes, which NEON's
   // always-inline constructors refuse (docs/design.md §11).
   template <class D, class V>
-  HWY_INLINE Entry<D, V> Evaluate(D d, V s, V dp, const V* row) const {
+  HWY_INLINE Entry<D, V> Evaluate(D d, V s, V dp, RowParamsIn<D> row) const {
     const V u = hn::Sub(s, row[kM]);
     const GridPoint<D, V> at = Place(d, u, row[kR], row[kH], row[kInvH], row[kFall]);
     const hn::Mask<D> degenerate = hn::Eq(row[kR], hn::Zero(d));
     const hn::Mask<D> in_window = InWindow(d, u, row[kR]);
-    const V w_hat = hn::IfThenElseZero(in_window, hn::IfThenElse(degenerate, hn::Set(d, 1.0f), at.w));
+    const V w_hat =
+        hn::IfThenElseZero(in_window, hn::IfThenElse(degenerate, hn::Set(d, 1.0f), Read(at.w)));
     const V p = hn::IfThenElse(hn::IsNaN(u), u, hn::Mul(w_hat, row[kInvZ]));
     return {p, w_hat, u, hn::Mul(hn::Sub(dp, row[kDelta]), row[kInvZ]), at, degenerate, in_window};
   }
   // The exact surrogate's slope dw^/du: the chord's (E_{k+1} - E_k) / h in the window, 0
   // below it, exp(0) = 1 on a degenerate row.
   template <class D, class V>
-  HWY_INLINE V ChordSlope(D d, const Entry<D, V>& e, const V* row) const {
-    const auto slope = RoundedGrid() ? hn::Mul(hn::Sub(e.at.e_next, e.at.e_k), row[kInvH])
-                                     : hn::Mul(hn::Mul(e.at.e_next, row[kFall]), row[kInvH]);
-    return hn::IfThenElse(e.degenerate, hn::Set(d, 1.0f), hn::IfThenElseZero(e.in_window, slope));
+  HWY_INLINE V ChordSlope(D d, const Entry<D, V>& e, RowParamsIn<D> row) const {
+    const V e_next = Read(e.at.e_next);
+    const auto slope = RoundedGrid() ? hn::Mul(hn::Sub(e_next, Read(e.at.e_k)), row[kInvH])
+                                     : hn::Mul(hn::Mul(e_next, row[kFall]), row[kInvH]);
+    return hn::IfThenElse(Read(e.degenerate), hn::Set(d, 1.0f),
+                          hn::IfThenElseZero(Read(e.in_window), slope));
   }
   // The weight surrogate's slope: exp(u), or w^ with slope=grid.
   template <class D, class V>
   HWY_INLINE V WeightSlope(D d, const Entry<D, V>& e) const {
-    return WeightSlopeFromGrid() ? e.w_hat : ExpClamped(d, e.u);
+    return WeightSlopeFromGrid() ? Read(e.w_hat) : ExpClamped(d, Read(e.u));
   }
 
   // dS without the extrema corrections, from an evaluated entry.
   template <class D, class V>
-  HWY_INLINE V GradOf(D d, const Entry<D, V>& e, V s, V dp, const V* row) const {
+  HWY_INLINE V GradOf(D d, const Entry<D, V>& e, V s, V dp, RowParamsIn<D> row) const {
     switch (Surrogate()) {
       case KIntervalSurrogate::kExact:
-        return hn::Mul(e.d, ChordSlope(d, e, row));
+        return hn::Mul(Read(e.d), ChordSlope(d, e, row));
       case KIntervalSurrogate::kWeight:
-        return hn::Mul(e.d, WeightSlope(d, e));
+        return hn::Mul(Read(e.d), WeightSlope(d, e));
       case KIntervalSurrogate::kProb:
         break;
     }
-    if (ProbJacobianAtGrid()) return hn::Mul(e.p, hn::Sub(dp, row[kDelta]));
+    if (ProbJacobianAtGrid()) return hn::Mul(Read(e.p), hn::Sub(dp, row[kDelta]));
     return hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), hn::Sub(dp, row[kC]));
   }
 
   // The weight (p, for dV) and dS without the extrema corrections.
   template <class D, class V>
-  HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) const {
+  HWY_INLINE void WeightAndGrad(D d, V s, V dp, RowParamsIn<D> row, V& w, V& ds) const {
     const Entry<D, V> e = Evaluate(d, s, dp, row);
-    w = e.p;
+    w = Read(e.p);
     ds = GradOf(d, e, s, dp, row);
   }
 
   // Row-sum elements from an evaluated entry: exact: d w' and (minmax) d dw^/dR; weight: d e;
   // prob: pi g.
   template <class D, class V>
-  HWY_INLINE void TermsOf(D d, const Entry<D, V>& e, V s, V dp, const V* row, V& t1,
+  HWY_INLINE void TermsOf(D d, const Entry<D, V>& e, V s, V dp, RowParamsIn<D> row, V& t1,
                           V& t2) const {
     switch (Surrogate()) {
       case KIntervalSurrogate::kExact: {
         const auto slope = ChordSlope(d, e, row);
-        t1 = hn::Mul(e.d, slope);
+        t1 = hn::Mul(Read(e.d), slope);
         if (Window()) break;
         // dw^/dR at fixed u = (1 - theta)(-(K - k)/K) E_k + theta (-(K - k - 1)/K) E_{k+1}
         //                     + w' (-u / R), with u / R = u (1/h) / K.
         const auto inv_k = hn::Set(d, 1.0f / float(options.K)), one = hn::Set(d, 1.0f);
-        const auto frac = hn::Mul(hn::Sub(hn::Set(d, float(options.K)), e.at.k), inv_k);
-        const auto e_next = e.at.e_next;
-        auto dw_dR = hn::Mul(hn::Mul(hn::Sub(one, e.at.theta), hn::Neg(frac)), e.at.e_k);
-        dw_dR = hn::MulAdd(hn::Mul(e.at.theta, hn::Neg(hn::Sub(frac, inv_k))), e_next, dw_dR);
-        dw_dR = hn::MulAdd(slope, hn::Neg(hn::Mul(hn::Mul(e.u, row[kInvH]), inv_k)), dw_dR);
-        const auto active = hn::AndNot(e.degenerate, e.in_window);
-        t2 = hn::IfThenElseZero(active, hn::Mul(e.d, dw_dR));
+        const auto frac = hn::Mul(hn::Sub(hn::Set(d, float(options.K)), Read(e.at.k)), inv_k);
+        const V e_next = Read(e.at.e_next), theta = Read(e.at.theta);
+        auto dw_dR = hn::Mul(hn::Mul(hn::Sub(one, theta), hn::Neg(frac)), Read(e.at.e_k));
+        dw_dR = hn::MulAdd(hn::Mul(theta, hn::Neg(hn::Sub(frac, inv_k))), e_next, dw_dR);
+        dw_dR = hn::MulAdd(slope, hn::Neg(hn::Mul(hn::Mul(Read(e.u), row[kInvH]), inv_k)), dw_dR);
+        const auto active = hn::AndNot(Read(e.degenerate), Read(e.in_window));
+        t2 = hn::IfThenElseZero(active, hn::Mul(Read(e.d), dw_dR));
         break;
       }
       case KIntervalSurrogate::kWeight:
-        t1 = hn::Mul(e.d, WeightSlope(d, e));
+        t1 = hn::Mul(Read(e.d), WeightSlope(d, e));
         break;
       case KIntervalSurrogate::kProb:
         t1 = hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), dp);
@@ -440,7 +450,7 @@ struct KIntervalTransformT {
   }
 
   template <class D, class V>
-  HWY_INLINE void Terms(D d, V s, V dp, const V* row, V& t1, V& t2) const {
+  HWY_INLINE void Terms(D d, V s, V dp, RowParamsIn<D> row, V& t1, V& t2) const {
     TermsOf(d, Evaluate(d, s, dp, row), s, dp, row, t1, t2);
   }
 
@@ -451,7 +461,7 @@ struct KIntervalTransformT {
     return Surrogate() == KIntervalSurrogate::kProb && !ProbJacobianAtGrid();
   }
   template <class D, class V>
-  HWY_INLINE void GradAndTerms(D d, V s, V dp, const V* row, V& ds, V& t1, V& t2) const {
+  HWY_INLINE void GradAndTerms(D d, V s, V dp, RowParamsIn<D> row, V& ds, V& t1, V& t2) const {
     const Entry<D, V> e = Evaluate(d, s, dp, row);
     ds = GradOf(d, e, s, dp, row);
     TermsOf(d, e, s, dp, row, t1, t2);

@@ -23,6 +23,7 @@
 #include "hwy/highway.h"
 #include "kernels/skeleton/fast_exp-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
+#include "kernels/skeleton/vector_slots-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn {
@@ -174,7 +175,7 @@ struct SoftmaxTransform {
   // (1 - t^2) is the gradient with respect to the uncapped score (t clamped to [-1, 1], which
   // a hidden key's score of §1.5 leaves, its weight being 0).
   template <class D, class V>
-  HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) const {
+  HWY_INLINE void WeightAndGrad(D d, V s, V dp, RowParamsIn<D> row, V& w, V& ds) const {
     w = ExpKeepNaN(d, hn::Sub(s, row[0]));
     ds = hn::Mul(w, hn::Sub(dp, row[1]));
     if (softcap != 0.0f) {

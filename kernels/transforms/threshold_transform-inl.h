@@ -19,6 +19,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/skeleton/tile_sizes.h"
+#include "kernels/skeleton/vector_slots-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace lpattn {
@@ -146,7 +147,7 @@ struct ThresholdTransform {
 
   // w = c a (for dV) and dS = c dP p max(s - tau, 0)^(p-1).
   template <class D, class V>
-  HWY_INLINE void WeightAndGrad(D d, V s, V dp, const V* row, V& w, V& ds) const {
+  HWY_INLINE void WeightAndGrad(D d, V s, V dp, RowParamsIn<D> row, V& w, V& ds) const {
     V a, slope;
     WeightAndSlope(d, s, row[0], a, slope);
     w = hn::Mul(row[1], a);
@@ -159,7 +160,7 @@ struct ThresholdTransform {
 
   // Row-sum elements: dS, and a dP.
   template <class D, class V>
-  HWY_INLINE void Terms(D d, V s, V dp, const V* row, V& t1, V& t2) const {
+  HWY_INLINE void Terms(D d, V s, V dp, RowParamsIn<D> row, V& t1, V& t2) const {
     V a, slope;
     WeightAndSlope(d, s, row[0], a, slope);
     t1 = hn::Mul(hn::Mul(row[1], dp), slope);
@@ -174,7 +175,7 @@ struct ThresholdTransform {
 
   // The sparse backward's view of an entry: a and da/ds at the row's tau.
   template <class D, class V>
-  HWY_INLINE void Exceed(D d, V s, const V* row, V& a, V& slope) const {
+  HWY_INLINE void Exceed(D d, V s, RowParamsIn<D> row, V& a, V& slope) const {
     WeightAndSlope(d, s, row[0], a, slope);
   }
 

@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -102,6 +103,25 @@ TEST(NativePaths, NoFamilyIsCompiledOffX86) {
   EXPECT_TRUE(SelectNativePaths("none"));
   EXPECT_TRUE(SelectNativePaths(""));
 }
+
+#if defined(__aarch64__)
+// On aarch64 dispatch takes SVE where the build compiled it (LPATTN_ARM_SVE, docs/design.md
+// §11) and the CPU has it (qemu's -cpu max; not with sve=off), NEON otherwise. The targets are
+// printed, so a log says which one the other tests ran on.
+TEST(NativePaths, Aarch64DispatchTakesSveWhereTheCpuHasIt) {
+  const DispatchInfo info = GetDispatchInfo();
+  const auto has = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  std::printf("compiled:");
+  for (const std::string& t : info.compiled) std::printf(" %s", t.c_str());
+  std::printf("; supported:");
+  for (const std::string& t : info.supported) std::printf(" %s", t.c_str());
+  std::printf("; chosen: %s\n", info.chosen.c_str());
+  EXPECT_TRUE(has(info.compiled, "NEON"));
+  EXPECT_EQ(info.chosen, has(info.supported, "SVE") ? "SVE" : "NEON");
+}
+#endif
 #endif
 
 TEST(NativePaths, InfoListsEveryFamilyAndHowEachOperandIsMultiplied) {
