@@ -83,10 +83,11 @@ fuzz: setup
 	bash scripts/run_fuzzers.sh $(FUZZ_SECONDS)
 
 # aarch64: a cross build of the library and its kernel tests, run under qemu-aarch64 on
-# Highway's NEON target (docs/design.md §11). setup-aarch64 installs the cross compiler and
-# qemu-user and unpacks Debian's arm64 libraries into build-aarch64/sysroot; test-aarch64 runs
-# every kernel test (about half an hour under emulation on 2 cores; CTEST_ARGS='-R ...' narrows),
-# test-aarch64-ci the subset CI runs (scripts/test_aarch64.sh says which).
+# Highway's SVE and NEON targets (docs/design.md §11). setup-aarch64 installs the cross compiler
+# and qemu-user and unpacks Debian's arm64 libraries into build-aarch64/sysroot; test-aarch64
+# runs every kernel test on a CPU with SVE, then on one without (long under emulation;
+# CTEST_ARGS='-R ...' narrows, LPATTN_QEMU_CPUS picks the CPUs), test-aarch64-ci the subset CI
+# runs (scripts/test_aarch64.sh says which).
 setup-aarch64:
 	bash scripts/setup_aarch64.sh build-aarch64
 

@@ -12,8 +12,8 @@ set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
 # The sysroot defaults to the one beside the build tree; the cache keeps it for try_compile.
 set(LPATTN_AARCH64_SYSROOT "${CMAKE_BINARY_DIR}/sysroot" CACHE PATH
     "arm64 libraries unpacked by scripts/setup_aarch64.sh")
-# qemu's SVE vector length in 128-bit quadwords (2: 256-bit vectors), used when SVE targets are
-# built (LPATTN_ARM_SVE); the NEON code runs the same under any length.
+# qemu's SVE vector length in 128-bit quadwords (2: 256-bit vectors), which the SVE target
+# (LPATTN_ARM_SVE) runs with; the NEON code runs the same under any length.
 set(LPATTN_QEMU_SVE_VQ 2 CACHE STRING "qemu-aarch64 -cpu max,sve-max-vq=N")
 list(APPEND CMAKE_TRY_COMPILE_PLATFORM_VARIABLES LPATTN_AARCH64_SYSROOT)
 
@@ -35,8 +35,9 @@ foreach(dir IN LISTS LPATTN_AARCH64_LIBDIRS)
 endforeach()
 
 # ctest (and gtest_discover_tests at build time) run the test programs under qemu, with the
-# sysroot as the root their loader and libraries are looked up in. -cpu max offers every
-# extension qemu emulates, SVE and SVE2 among them.
+# sysroot as the root their loader and libraries are looked up in, through
+# cmake/qemu_aarch64.sh: -cpu max offers every extension qemu emulates, SVE and SVE2 among them;
+# LPATTN_QEMU_CPU in the environment names another CPU (max,sve=off: NEON only).
 find_program(LPATTN_QEMU_AARCH64 qemu-aarch64 REQUIRED)
 set(CMAKE_CROSSCOMPILING_EMULATOR
-    "${LPATTN_QEMU_AARCH64};-L;${LPATTN_AARCH64_SYSROOT};-cpu;max,sve-max-vq=${LPATTN_QEMU_SVE_VQ}")
+    "${CMAKE_CURRENT_LIST_DIR}/qemu_aarch64.sh;${LPATTN_QEMU_AARCH64};${LPATTN_AARCH64_SYSROOT};max,sve-max-vq=${LPATTN_QEMU_SVE_VQ}")

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Cross-builds lpattn for aarch64 and runs its kernel and quantizer tests under qemu-aarch64
 # (docs/design.md §11): the shared library and lpattn_kernel_tests only (no harness, command,
-# benchmarks or Python package), on Highway's NEON target (and the SVE targets with
-# LPATTN_ARM_SVE=ON in CMAKE_ARGS).
+# benchmarks or Python package), with Highway's NEON and SVE targets (-DLPATTN_ARM_SVE=OFF in
+# CMAKE_ARGS leaves NEON alone).
 #   scripts/test_aarch64.sh [--ci] [BUILD_DIR]   (default build-aarch64; `make test-aarch64`)
-# Every kernel test by default (about half an hour under emulation on 2 cores); --ci runs the
-# subset below, which CI (.ci/run) runs. CTEST_ARGS in the environment is passed to ctest.
+# Every kernel test by default; --ci runs the subset below, which CI (.ci/run) runs. Either runs
+# twice: on qemu's `max` CPU with 256-bit SVE, where dispatch takes the SVE target (and the tests
+# that pin each supported target run NEON too), then with `max,sve=off`, where NEON is all the
+# CPU has. LPATTN_QEMU_CPUS in the environment replaces that list of qemu CPUs (e.g.
+# LPATTN_QEMU_CPUS=max,sve-max-vq=2 for the SVE run alone); CTEST_ARGS is passed to ctest.
 set -euo pipefail
 
 # The CI subset, a few minutes under emulation: every suite of the row-level math, the options,
@@ -60,8 +63,13 @@ cmake -S "$source_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$build_dir" -j"$jobs" --target lpattn_kernel_tests
 echo "== built in $((SECONDS - start)) s"
 
-start=$SECONDS
-echo "== kernel tests under qemu-aarch64: ${ctest_filter[*]:-all} ${CTEST_ARGS:-}"
-# shellcheck disable=SC2086
-ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" "${ctest_filter[@]}" ${CTEST_ARGS:-}
-echo "== tests ran in $((SECONDS - start)) s"
+# cmake/qemu_aarch64.sh, ctest's emulator, reads the CPU from LPATTN_QEMU_CPU.
+read -r -a cpus <<<"${LPATTN_QEMU_CPUS:-max,sve-max-vq=2 max,sve=off}"
+for cpu in "${cpus[@]}"; do
+  start=$SECONDS
+  echo "== kernel tests under qemu-aarch64 -cpu $cpu: ${ctest_filter[*]:-all} ${CTEST_ARGS:-}"
+  # shellcheck disable=SC2086
+  LPATTN_QEMU_CPU=$cpu ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" \
+    "${ctest_filter[@]}" ${CTEST_ARGS:-}
+  echo "== tests ran in $((SECONDS - start)) s on -cpu $cpu"
+done
