@@ -197,7 +197,11 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   RowParamVectors<decltype(d), Transform::kRowParams> params;
-  BroadcastRowParams<Transform::kRowParams>(d, row_params, params);
+#if HWY_HAVE_SCALABLE
+  params = {row_params, 0};  // each read broadcasts its float (docs/design.md §11)
+#else
+  for (size_t k = 0; k < Transform::kRowParams; ++k) params[k] = hn::Set(d, row_params[k]);
+#endif
   for (size_t j = 0; j < width; j += N) {
     auto w = hn::Zero(d), ds = hn::Zero(d);
     tr.WeightAndGrad(d, hn::LoadU(d, weights + j), hn::LoadU(d, grads + j), params, w, ds);

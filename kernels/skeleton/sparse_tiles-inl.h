@@ -222,8 +222,12 @@ HWY_INLINE bool SparseKeyTile(const AttentionProblem& p, const Transform& tr,
   RowParamVectors<decltype(d), Transform::kRowParams> row;
   size_t survivors = 0;
   for (size_t i = 0; i < nq; ++i) {
-    BroadcastRowParams<Transform::kRowParams>(d, head_params + (i0 + i) * Transform::kRowParams,
-                                              row);
+    const float* params = head_params + (i0 + i) * Transform::kRowParams;
+#if HWY_HAVE_SCALABLE
+    row = {params, 0};  // each read broadcasts its float (SVE: no array of vectors)
+#else
+    for (size_t k = 0; k < Transform::kRowParams; ++k) row[k] = hn::Set(d, params[k]);
+#endif
     const size_t end = p.VisibleEnd(i0 + i);
     const size_t limit = end <= j0 ? 0 : std::min(end - j0, nk);
     for (size_t j = 0; j < kTileK; j += N) {

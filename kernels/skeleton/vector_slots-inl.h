@@ -6,7 +6,9 @@
 // - RowParamVectors: a transform's row parameters (kRowParams vectors) are read where they lie,
 //   as lanes of the workspace's staged table (hn::Load) or as one row's floats (hn::Set);
 // - VecSlot, MaskSlot: a struct member holds its lanes in an aligned array of the target's
-//   largest vector (HWY_MAX_BYTES), stored when built and loaded when read (Read).
+//   largest vector (HWY_MAX_BYTES), stored when built and loaded where LPATTN_SLOT reads it.
+// On fixed-size targets these are aliases and LPATTN_SLOT(x) is x, so the code those targets
+// compile is the same token for token.
 // The values are the same, so every sum is the same on both kinds of target.
 //
 // Per-target include guard: this header is re-included once per Highway target.
@@ -53,12 +55,6 @@ using RowParamsIn = const RowParamLanes<D>&;
 template <class D, size_t kCount>
 using RowParamVectors = RowParamLanes<std::remove_const_t<D>>;
 
-// One row's kCount parameters, in every lane (lanes are keys).
-template <size_t kCount, class D>
-HWY_INLINE void BroadcastRowParams(D, const float* params, RowParamLanes<D>& v) {
-  v = RowParamLanes<D>(params, 0);
-}
-
 template <class D>
 class VecSlot {
  public:
@@ -77,34 +73,21 @@ class MaskSlot {
  private:
   VecSlot<D> lanes_;
 };
-template <class D>
-HWY_INLINE hn::Vec<D> Read(const VecSlot<D>& slot) {
-  return slot.Get();
-}
-template <class D>
-HWY_INLINE hn::Mask<D> Read(const MaskSlot<D>& slot) {
-  return slot.Get();
-}
+// A VecSlot's or MaskSlot's vector or mask.
+#undef LPATTN_SLOT
+#define LPATTN_SLOT(slot) (slot).Get()
 #else
 template <class D>
 using RowParamsIn = const hn::Vec<D>*;
 template <class D, size_t kCount>
 using RowParamVectors = hn::Vec<D>[kCount];
 
-// One row's kCount parameters, in every lane (lanes are keys).
-template <size_t kCount, class D>
-HWY_INLINE void BroadcastRowParams(D d, const float* params, hn::Vec<D>* v) {
-  for (size_t k = 0; k < kCount; ++k) v[k] = hn::Set(d, params[k]);
-}
-
 template <class D>
 using VecSlot = hn::Vec<D>;
 template <class D>
 using MaskSlot = hn::Mask<D>;
-template <class T>
-HWY_INLINE T Read(const T& value) {
-  return value;
-}
+#undef LPATTN_SLOT
+#define LPATTN_SLOT(slot) slot
 #endif
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)

@@ -151,7 +151,7 @@ struct KIntervalTransformT {
 
   // Where u falls on a row's grid: the weight w^ (before the window and degenerate rules),
   // and for lerp the interval k, theta, E_k and E_{k+1} (E_k = E_{k+1} e^-h, or its own
-  // rounded value); fall = 1 - e^-h. Its members are read through Read: vectors, or on
+  // rounded value); fall = 1 - e^-h. Its members are read through LPATTN_SLOT: vectors, or on
   // SVE their lanes in memory (VecSlot, docs/design.md §11).
   template <class D, class V>
   struct GridPoint {
@@ -260,7 +260,7 @@ struct KIntervalTransformT {
         float* s_ptr = scores + j * kTileQ + i;
         const auto s = hn::LoadU(d, s_ptr);
         const auto u = hn::Sub(s, m);
-        auto w = hn::IfThenElse(degenerate, one, Read(Place(d, u, R, h, inv_h, fall).w));
+        auto w = hn::IfThenElse(degenerate, one, LPATTN_SLOT(Place(d, u, R, h, inv_h, fall).w));
         const auto seen = all_visible ? hn::FirstN(d, N) : hn::Lt(hn::Set(d, float(j)), limit);
         w = hn::IfThenElseZero(hn::And(seen, InWindow(d, u, R)), w);
         w = hn::IfThenElse(hn::And(seen, hn::IsNaN(u)), u, w);
@@ -374,8 +374,8 @@ struct KIntervalTransformT {
     const GridPoint<D, V> at = Place(d, u, row[kR], row[kH], row[kInvH], row[kFall]);
     const hn::Mask<D> degenerate = hn::Eq(row[kR], hn::Zero(d));
     const hn::Mask<D> in_window = InWindow(d, u, row[kR]);
-    const V w_hat =
-        hn::IfThenElseZero(in_window, hn::IfThenElse(degenerate, hn::Set(d, 1.0f), Read(at.w)));
+    const V w_hat = hn::IfThenElseZero(
+        in_window, hn::IfThenElse(degenerate, hn::Set(d, 1.0f), LPATTN_SLOT(at.w)));
     const V p = hn::IfThenElse(hn::IsNaN(u), u, hn::Mul(w_hat, row[kInvZ]));
     return {p, w_hat, u, hn::Mul(hn::Sub(dp, row[kDelta]), row[kInvZ]), at, degenerate, in_window};
   }
@@ -383,16 +383,17 @@ struct KIntervalTransformT {
   // below it, exp(0) = 1 on a degenerate row.
   template <class D, class V>
   HWY_INLINE V ChordSlope(D d, const Entry<D, V>& e, RowParamsIn<D> row) const {
-    const V e_next = Read(e.at.e_next);
-    const auto slope = RoundedGrid() ? hn::Mul(hn::Sub(e_next, Read(e.at.e_k)), row[kInvH])
-                                     : hn::Mul(hn::Mul(e_next, row[kFall]), row[kInvH]);
-    return hn::IfThenElse(Read(e.degenerate), hn::Set(d, 1.0f),
-                          hn::IfThenElseZero(Read(e.in_window), slope));
+    const auto slope =
+        RoundedGrid()
+            ? hn::Mul(hn::Sub(LPATTN_SLOT(e.at.e_next), LPATTN_SLOT(e.at.e_k)), row[kInvH])
+            : hn::Mul(hn::Mul(LPATTN_SLOT(e.at.e_next), row[kFall]), row[kInvH]);
+    return hn::IfThenElse(LPATTN_SLOT(e.degenerate), hn::Set(d, 1.0f),
+                          hn::IfThenElseZero(LPATTN_SLOT(e.in_window), slope));
   }
   // The weight surrogate's slope: exp(u), or w^ with slope=grid.
   template <class D, class V>
   HWY_INLINE V WeightSlope(D d, const Entry<D, V>& e) const {
-    return WeightSlopeFromGrid() ? Read(e.w_hat) : ExpClamped(d, Read(e.u));
+    return WeightSlopeFromGrid() ? LPATTN_SLOT(e.w_hat) : ExpClamped(d, LPATTN_SLOT(e.u));
   }
 
   // dS without the extrema corrections, from an evaluated entry.
@@ -400,13 +401,13 @@ struct KIntervalTransformT {
   HWY_INLINE V GradOf(D d, const Entry<D, V>& e, V s, V dp, RowParamsIn<D> row) const {
     switch (Surrogate()) {
       case KIntervalSurrogate::kExact:
-        return hn::Mul(Read(e.d), ChordSlope(d, e, row));
+        return hn::Mul(LPATTN_SLOT(e.d), ChordSlope(d, e, row));
       case KIntervalSurrogate::kWeight:
-        return hn::Mul(Read(e.d), WeightSlope(d, e));
+        return hn::Mul(LPATTN_SLOT(e.d), WeightSlope(d, e));
       case KIntervalSurrogate::kProb:
         break;
     }
-    if (ProbJacobianAtGrid()) return hn::Mul(Read(e.p), hn::Sub(dp, row[kDelta]));
+    if (ProbJacobianAtGrid()) return hn::Mul(LPATTN_SLOT(e.p), hn::Sub(dp, row[kDelta]));
     return hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), hn::Sub(dp, row[kC]));
   }
 
@@ -414,7 +415,7 @@ struct KIntervalTransformT {
   template <class D, class V>
   HWY_INLINE void WeightAndGrad(D d, V s, V dp, RowParamsIn<D> row, V& w, V& ds) const {
     const Entry<D, V> e = Evaluate(d, s, dp, row);
-    w = Read(e.p);
+    w = LPATTN_SLOT(e.p);
     ds = GradOf(d, e, s, dp, row);
   }
 
@@ -426,22 +427,26 @@ struct KIntervalTransformT {
     switch (Surrogate()) {
       case KIntervalSurrogate::kExact: {
         const auto slope = ChordSlope(d, e, row);
-        t1 = hn::Mul(Read(e.d), slope);
+        t1 = hn::Mul(LPATTN_SLOT(e.d), slope);
         if (Window()) break;
         // dw^/dR at fixed u = (1 - theta)(-(K - k)/K) E_k + theta (-(K - k - 1)/K) E_{k+1}
         //                     + w' (-u / R), with u / R = u (1/h) / K.
         const auto inv_k = hn::Set(d, 1.0f / float(options.K)), one = hn::Set(d, 1.0f);
-        const auto frac = hn::Mul(hn::Sub(hn::Set(d, float(options.K)), Read(e.at.k)), inv_k);
-        const V e_next = Read(e.at.e_next), theta = Read(e.at.theta);
-        auto dw_dR = hn::Mul(hn::Mul(hn::Sub(one, theta), hn::Neg(frac)), Read(e.at.e_k));
-        dw_dR = hn::MulAdd(hn::Mul(theta, hn::Neg(hn::Sub(frac, inv_k))), e_next, dw_dR);
-        dw_dR = hn::MulAdd(slope, hn::Neg(hn::Mul(hn::Mul(Read(e.u), row[kInvH]), inv_k)), dw_dR);
-        const auto active = hn::AndNot(Read(e.degenerate), Read(e.in_window));
-        t2 = hn::IfThenElseZero(active, hn::Mul(Read(e.d), dw_dR));
+        const auto frac =
+            hn::Mul(hn::Sub(hn::Set(d, float(options.K)), LPATTN_SLOT(e.at.k)), inv_k);
+        const auto e_next = LPATTN_SLOT(e.at.e_next);
+        auto dw_dR = hn::Mul(hn::Mul(hn::Sub(one, LPATTN_SLOT(e.at.theta)), hn::Neg(frac)),
+                             LPATTN_SLOT(e.at.e_k));
+        dw_dR = hn::MulAdd(hn::Mul(LPATTN_SLOT(e.at.theta), hn::Neg(hn::Sub(frac, inv_k))), e_next,
+                           dw_dR);
+        dw_dR = hn::MulAdd(slope, hn::Neg(hn::Mul(hn::Mul(LPATTN_SLOT(e.u), row[kInvH]), inv_k)),
+                           dw_dR);
+        const auto active = hn::AndNot(LPATTN_SLOT(e.degenerate), LPATTN_SLOT(e.in_window));
+        t2 = hn::IfThenElseZero(active, hn::Mul(LPATTN_SLOT(e.d), dw_dR));
         break;
       }
       case KIntervalSurrogate::kWeight:
-        t1 = hn::Mul(Read(e.d), WeightSlope(d, e));
+        t1 = hn::Mul(LPATTN_SLOT(e.d), WeightSlope(d, e));
         break;
       case KIntervalSurrogate::kProb:
         t1 = hn::Mul(ExpClamped(d, hn::Sub(s, row[kLseExact])), dp);
