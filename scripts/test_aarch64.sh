@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Cross-builds lpattn for aarch64 and runs its kernel and quantizer tests under qemu-aarch64
-# (docs/design.md §11): the shared library and lpattn_kernel_tests only (no harness, command,
-# benchmarks or Python package), on Highway's NEON target (and the SVE targets with
-# LPATTN_ARM_SVE=ON in CMAKE_ARGS).
-#   scripts/test_aarch64.sh [--ci] [BUILD_DIR]   (default build-aarch64; `make test-aarch64`)
-# Every kernel test by default (about half an hour under emulation on 2 cores); --ci runs the
-# subset below, which CI (.ci/run) runs. CTEST_ARGS in the environment is passed to ctest.
+# (docs/design.md §11): the shared library and lpattn_kernel_tests only (no harness, command or
+# Python package; scripts/bench_aarch64.sh builds the benchmarks in the same tree), on Highway's
+# NEON target (and the SVE targets with LPATTN_ARM_SVE=ON in CMAKE_ARGS).
+#   scripts/test_aarch64.sh [--ci | --bench] [BUILD_DIR]   (default build-aarch64)
+# Every kernel test by default (`make test-aarch64`; about half an hour under emulation on 2
+# cores); --ci runs the subset below, which CI (.ci/run) runs. CTEST_ARGS in the environment is
+# passed to ctest. --bench (`make bench-aarch64`) builds lpattn_bench instead and runs it under
+# qemu with BENCH_ARGS (default: one small exact forward): emulated timings say nothing of an
+# ARM CPU's speed, so this only shows the suite builds and runs there; on an ARM machine
+# `make bench` builds and runs it natively.
 set -euo pipefail
 
 # The CI subset, a few minutes under emulation: every suite of the row-level math, the options,
@@ -36,9 +40,13 @@ ci_patterns=(
 )
 ci_tests=$(IFS='|'; echo "${ci_patterns[*]}")
 ctest_filter=()
+target=lpattn_kernel_tests
 if [[ ${1:-} == --ci ]]; then
   # The dense sweep of every format's encoder takes half a minute under emulation.
   ctest_filter=(-R "$ci_tests" -E '^QuantFormat\.EncodeMatchesNearestValueOverADenseSweep$')
+  shift
+elif [[ ${1:-} == --bench ]]; then
+  target=lpattn_bench
   shift
 fi
 
@@ -55,10 +63,20 @@ echo "== configuring $build_dir for aarch64"
 cmake -S "$source_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_TOOLCHAIN_FILE="$source_dir/cmake/toolchain-aarch64.cmake" \
       -DLPATTN_AARCH64_SYSROOT="$build_dir/sysroot" \
-      -DLPATTN_BUILD_CLI=OFF -DLPATTN_BUILD_BENCH=OFF -DLPATTN_BUILD_PYTHON=OFF \
+      -DLPATTN_BUILD_CLI=OFF -DLPATTN_BUILD_PYTHON=OFF \
       ${CMAKE_ARGS:-} >"$build_dir/configure.log"
-cmake --build "$build_dir" -j"$jobs" --target lpattn_kernel_tests
+cmake --build "$build_dir" -j"$jobs" --target "$target"
 echo "== built in $((SECONDS - start)) s"
+
+if [[ $target == lpattn_bench ]]; then
+  bench_args=${BENCH_ARGS:-"--benchmark_filter=^exact_fwd/N:256/D:64/H:8/causal:1/threads:1\$ --benchmark_min_time=0.05"}
+  echo "== lpattn_bench under qemu-aarch64 (emulated: timings are not an ARM CPU's): $bench_args"
+  # The toolchain file's emulator, as ctest runs the tests.
+  # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
+  qemu-aarch64 -L "$build_dir/sysroot" -cpu max,sve-max-vq=2 "$build_dir/lpattn_bench" \
+      $bench_args
+  exit 0
+fi
 
 start=$SECONDS
 echo "== kernel tests under qemu-aarch64: ${ctest_filter[*]:-all} ${CTEST_ARGS:-}"
