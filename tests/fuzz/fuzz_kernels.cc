@@ -452,15 +452,17 @@ std::string COptionsText(const ThresholdOptions& t) { return FormatThreshold(t);
 
 // ---- exact attention: ExactForward, ExactBackward, PreparedKv, KvCache ------------------------
 
-// docs/design.md §10: the C API's exact forward (lpattn_exact_forward) on the same call.
-void CheckCApiForward(const Case& c, const FuzzTensor& o, const GuardedArray<float>& lse, bool ran) {
+// docs/design.md §10: an exact forward of the C API, `call(capi, o, lse)` (in-call or cached),
+// on fresh outputs, against the C++ call's O and lse.
+template <class Call>
+void CheckCApiExactForward(const std::string& name, const Case& c, const FuzzTensor& o,
+                           const GuardedArray<float>& lse, bool ran, const Call& call) {
   const CApiOptions capi(c);
   if (!capi.expressible) return;
   FuzzTensor o_c = PoisonedLike(o);
   GuardedArray<float> lse_c(lse.n);
-  const lpattn_status status = lpattn_exact_forward(&capi.shape, &capi.options, CView(c.q),
-                                                    CView(c.k), CView(c.v), COut(o_c), lse_c.data());
-  CheckCApiOutcome("exact forward", status, ran, {Pair("O", o, o_c), Pair("lse", lse, lse_c)});
+  CheckCApiOutcome(name, call(capi, COut(o_c), lse_c.data()), ran,
+                   {Pair("O", o, o_c), Pair("lse", lse, lse_c)});
 }
 
 // docs/design.md §10: the C API's exact backward (lpattn_exact_backward, d_sink included) on
@@ -534,7 +536,11 @@ void FuzzExact(ByteReader& in) {
   });
   o.CheckUntouchedOutside("exact forward O");
   lse.CheckGuards("exact forward lse");
-  CheckCApiForward(c, o, lse, ran);
+  CheckCApiExactForward("exact forward", c, o, lse, ran,
+                        [&](const CApiOptions& capi, lpattn_tensor o_c, float* lse_c) {
+                          return lpattn_exact_forward(&capi.shape, &capi.options, CView(c.q),
+                                                      CView(c.k), CView(c.v), o_c, lse_c);
+                        });
   if (!ran) return;
   Gradients d;
   GuardedArray<float> d_sink(size_t(s.heads));
@@ -642,31 +648,35 @@ struct KIntervalSavedBuffers {
   }
 };
 
-// docs/design.md §10: the C API's K-interval forward and, with `d`, backward
-// (lpattn_kint_forward, lpattn_kint_backward) on the same calls; the backward reads the C++
-// forward's O and statistics.
-void CheckCApiKInterval(const Case& c, const KIntervalOptions& kint, const FuzzTensor& o,
-                        KIntervalSavedBuffers& saved, bool ran, const Gradients* d, bool ran_backward) {
+// docs/design.md §10: a K-interval forward of the C API, `call(capi, text, o, saved)` (in-call
+// or cached, text FormatKInterval's), on fresh outputs, against the C++ call's O and statistics.
+template <class Call>
+void CheckCApiKIntervalForward(const std::string& name, const Case& c, const KIntervalOptions& kint,
+                               const FuzzTensor& o, const KIntervalSavedBuffers& saved, bool ran,
+                               const Call& call) {
   const CApiOptions capi(c);
   if (!capi.expressible) return;
   const std::string text = COptionsText(kint);
-  if (d == nullptr) {
-    FuzzTensor o_c = PoisonedLike(o);
-    KIntervalSavedBuffers saved_c(saved.m.n);
-    const lpattn_status status = lpattn_kint_forward(&capi.shape, &capi.options, text.c_str(),
-                                                     CView(c.q), CView(c.k), CView(c.v), COut(o_c),
-                                                     saved_c.c());
-    std::vector<OutputPair> outputs = saved.Pairs(saved_c);
-    outputs.push_back(Pair("O", o, o_c));
-    CheckCApiOutcome("K-interval forward", status, ran, outputs);
-    return;
-  }
-  Gradients d_c{PoisonedLike(d->dq), PoisonedLike(d->dk), PoisonedLike(d->dv)};
+  FuzzTensor o_c = PoisonedLike(o);
+  KIntervalSavedBuffers saved_c(saved.m.n);
+  std::vector<OutputPair> outputs = saved.Pairs(saved_c);
+  outputs.push_back(Pair("O", o, o_c));
+  CheckCApiOutcome(name, call(capi, text.c_str(), COut(o_c), saved_c.c()), ran, outputs);
+}
+
+// docs/design.md §10: the C API's K-interval backward (lpattn_kint_backward) on the same call,
+// from the C++ forward's O and statistics.
+void CheckCApiKIntervalBackward(const Case& c, const KIntervalOptions& kint, const FuzzTensor& o,
+                                KIntervalSavedBuffers& saved, const Gradients& d, bool ran) {
+  const CApiOptions capi(c);
+  if (!capi.expressible) return;
+  const std::string text = COptionsText(kint);
+  Gradients d_c{PoisonedLike(d.dq), PoisonedLike(d.dk), PoisonedLike(d.dv)};
   const lpattn_status status = lpattn_kint_backward(
       &capi.shape, &capi.options, text.c_str(), CView(c.q), CView(c.k), CView(c.v), CView(o),
       CView(c.d_o), saved.c(), COut(d_c.dq), COut(d_c.dk), COut(d_c.dv));
-  CheckCApiOutcome("K-interval backward", status, ran_backward,
-                   {Pair("dQ", d->dq, d_c.dq), Pair("dK", d->dk, d_c.dk), Pair("dV", d->dv, d_c.dv)});
+  CheckCApiOutcome("K-interval backward", status, ran,
+                   {Pair("dQ", d.dq, d_c.dq), Pair("dK", d.dk, d_c.dk), Pair("dV", d.dv, d_c.dv)});
 }
 
 // Whether a K-interval row may flip (docs/design.md §10): nearest rounding, a rounded grid or a
@@ -719,7 +729,12 @@ void FuzzKInterval(ByteReader& in) {
   });
   o.CheckUntouchedOutside("K-interval forward O");
   saved.CheckGuards();
-  CheckCApiKInterval(c, kint, o, saved, ran, nullptr, false);
+  CheckCApiKIntervalForward(
+      "K-interval forward", c, kint, o, saved, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, lpattn_kint_saved saved_c) {
+        return lpattn_kint_forward(&capi.shape, &capi.options, text, CView(c.q), CView(c.k),
+                                   CView(c.v), o_c, saved_c);
+      });
   if (!ran) return;
   Gradients d;
   if (backward) {
@@ -729,7 +744,7 @@ void FuzzKInterval(ByteReader& in) {
                                      d.dq.view(),   d.dk.view(), d.dv.view()};
     const bool ran_backward = Ran([&] { KIntervalBackward(s, c.options, kint, args); });
     d.CheckUntouchedOutside("K-interval backward");
-    CheckCApiKInterval(c, kint, o, saved, ran, &d, ran_backward);
+    CheckCApiKIntervalBackward(c, kint, o, saved, d, ran_backward);
     if (!ran_backward) return;
   }
   if (!InputsFinite(c)) return;
@@ -805,18 +820,19 @@ struct ThresholdGradients {
   }
 };
 
-// docs/design.md §10: the C API's thresholded forward (lpattn_tda_forward) on the same call.
-void CheckCApiThresholdForward(const Case& c, const ThresholdOptions& t, const SecondView& second,
-                               const FuzzTensor& o, const GuardedArray<int32_t>& survivors, bool ran) {
+// docs/design.md §10: a thresholded forward of the C API, `call(capi, text, o, survivors)`
+// (in-call or cached, text FormatThreshold's), on fresh outputs, against the C++ call's O and
+// survivors.
+template <class Call>
+void CheckCApiThresholdForward(const std::string& name, const Case& c, const ThresholdOptions& t,
+                               const FuzzTensor& o, const GuardedArray<int32_t>& survivors,
+                               bool ran, const Call& call) {
   const CApiOptions capi(c);
   if (!capi.expressible) return;
   const std::string text = COptionsText(t);
   FuzzTensor o_c = PoisonedLike(o);
   GuardedArray<int32_t> survivors_c(survivors.n);
-  const lpattn_status status = lpattn_tda_forward(
-      &capi.shape, &capi.options, text.c_str(), CView(c.q), CView(c.k), CView(second.q2),
-      CView(second.k2), CView(c.v), second.lambda.data(), COut(o_c), survivors_c.data());
-  CheckCApiOutcome("threshold forward", status, ran,
+  CheckCApiOutcome(name, call(capi, text.c_str(), COut(o_c), survivors_c.data()), ran,
                    {Pair("O", o, o_c), Pair("survivors", survivors, survivors_c)});
 }
 
@@ -862,7 +878,13 @@ void FuzzThreshold(ByteReader& in) {
   const bool ran = Ran([&] { ThresholdForward(s, c.options, t, args); });
   o.CheckUntouchedOutside("threshold forward O");
   survivors.CheckGuards("threshold survivors");
-  CheckCApiThresholdForward(c, t, second, o, survivors, ran);
+  CheckCApiThresholdForward(
+      "threshold forward", c, t, o, survivors, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, int32_t* survivors_c) {
+        return lpattn_tda_forward(&capi.shape, &capi.options, text, CView(c.q), CView(c.k),
+                                  CView(second.q2), CView(second.k2), CView(c.v),
+                                  second.lambda.data(), o_c, survivors_c);
+      });
   if (!ran) return;
   ThresholdGradients g(size_t(s.heads));
   FuzzTensor(&dq)[2] = g.dq, (&dk)[2] = g.dk, &dv = g.dv;
@@ -1178,14 +1200,12 @@ void FuzzCachedExact(ByteReader& in, const Case& c, const CachedBatch& batch, co
   });
   o.CheckUntouchedOutside("cached forward O");
   lse.CheckGuards("cached forward lse");
-  if (const CApiOptions capi(c); capi.expressible) {
-    FuzzTensor o_c = PoisonedLike(o);
-    GuardedArray<float> lse_c(lse.n);
-    const lpattn_status status =
-        lpattn_exact_forward_cached(&capi.shape, &capi.options, CView(q), caches.c,
-                                    batch.sequences(), batch.offsets(), COut(o_c), lse_c.data());
-    CheckCApiOutcome("cached exact forward", status, ran, {Pair("O", o, o_c), Pair("lse", lse, lse_c)});
-  }
+  CheckCApiExactForward("cached exact forward", c, o, lse, ran,
+                        [&](const CApiOptions& capi, lpattn_tensor o_c, float* lse_c) {
+                          return lpattn_exact_forward_cached(&capi.shape, &capi.options, CView(q),
+                                                             caches.c, batch.sequences(),
+                                                             batch.offsets(), o_c, lse_c);
+                        });
   if (!ran || !InputsFinite(c)) return;
   batch.ForEachSequence(c, o, &lse, [](const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>& lse_b) {
     CompareExactForward("cached", sc, o_b, lse_b, false, 0.0);
@@ -1242,17 +1262,12 @@ void FuzzCachedKInterval(ByteReader& in, const Case& c, const CachedBatch& batch
   });
   o.CheckUntouchedOutside("cached K-interval forward O");
   saved.CheckGuards();
-  if (const CApiOptions capi(c); capi.expressible) {
-    const std::string text = COptionsText(kint);
-    FuzzTensor o_c = PoisonedLike(o);
-    KIntervalSavedBuffers saved_c(batch.rows);
-    const lpattn_status status = lpattn_kint_forward_cached(
-        &capi.shape, &capi.options, text.c_str(), CView(q), caches.c, batch.sequences(),
-        batch.offsets(), COut(o_c), saved_c.c());
-    std::vector<OutputPair> outputs = saved.Pairs(saved_c);
-    outputs.push_back(Pair("O", o, o_c));
-    CheckCApiOutcome("cached K-interval forward", status, ran, outputs);
-  }
+  CheckCApiKIntervalForward(
+      "cached K-interval forward", c, kint, o, saved, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, lpattn_kint_saved saved_c) {
+        return lpattn_kint_forward_cached(&capi.shape, &capi.options, text, CView(q), caches.c,
+                                          batch.sequences(), batch.offsets(), o_c, saved_c);
+      });
   if (!ran || !InputsFinite(c)) return;
   batch.ForEachSequence(c, o, nullptr, [&](const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>&) {
     CompareKIntervalForward("cached K-interval", sc, kint, o_b);
@@ -1289,17 +1304,14 @@ void FuzzCachedThreshold(ByteReader& in, Case& c, const KvCacheConfig& config,
   });
   o.CheckUntouchedOutside("cached threshold forward O");
   survivors.CheckGuards("cached threshold survivors");
-  const CApiOptions capi(c);
-  if (!capi.expressible) return;
-  const std::string text = COptionsText(t);
-  FuzzTensor o_c = PoisonedLike(o);
-  GuardedArray<int32_t> survivors_c(survivors.n);
-  const lpattn_status status = lpattn_tda_forward_cached(
-      &capi.shape, &capi.options, text.c_str(), CView(q1), CView(q2), caches.c,
-      second_keys ? second_keys->c : nullptr, batch.sequences(), batch.offsets(),
-      second.lambda.data(), COut(o_c), survivors_c.data());
-  CheckCApiOutcome("cached threshold forward", status, ran,
-                   {Pair("O", o, o_c), Pair("survivors", survivors, survivors_c)});
+  CheckCApiThresholdForward(
+      "cached threshold forward", c, t, o, survivors, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, int32_t* survivors_c) {
+        return lpattn_tda_forward_cached(&capi.shape, &capi.options, text, CView(q1), CView(q2),
+                                         caches.c, second_keys ? second_keys->c : nullptr,
+                                         batch.sequences(), batch.offsets(),
+                                         second.lambda.data(), o_c, survivors_c);
+      });
 }
 
 // docs/design.md §10: a cache the input picks, built and read back through both APIs, and one
