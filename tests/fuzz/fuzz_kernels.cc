@@ -1080,9 +1080,12 @@ lpattn_const_tensor CView(const ConstTensor& t) {
 
 // docs/design.md §10: the same cache built through the C++ API (KvCache) and through the C API
 // (lpattn_kv_cache_create, _set_block_table, _append), which must refuse alike; then every
-// slot read back through both (KvCache::Read, lpattn_kv_cache_read) must give the same bits,
-// write nothing outside the views, and in fp32, bf16 and fp16, whose values the case's are
-// exactly, the values appended.
+// slot must hold the tokens appended (lpattn_kv_cache_length, KvCache::Length) and read back
+// through both (KvCache::Read, lpattn_kv_cache_read) must give the same bits,
+// write nothing outside the views, and give the values appended: exactly in fp32, bf16 and
+// fp16, whose values the case's are, and in the 8-bit formats within their rounding (an eighth
+// of the value, fp8 e5m2's half step, plus a step of int8's scale amax / 127 of the token's
+// row in its head).
 struct CachePair {
   std::optional<KvCache> cpp;
   lpattn_kv_cache* c = nullptr;
@@ -1119,6 +1122,11 @@ struct CachePair {
     }
     if (!built) return;
     for (int64_t b = 0; b < config.sequences; ++b) {
+      int64_t length = -1;
+      Require(lpattn_kv_cache_length(c, b, &length));
+      if (length != kv_lens[size_t(b)] || cpp->Length(b) != length) {
+        Finding("a slot's length is not the tokens appended (lpattn_kv_cache_length, Length)");
+      }
       CheckReadBack(config, b, kv_lens[size_t(b)], k, false);
       if (!config.keys_only) CheckReadBack(config, b, kv_lens[size_t(b)], v, true);
     }
@@ -1139,12 +1147,20 @@ struct CachePair {
     got.CheckUntouchedOutside("cache read");
     CheckCApiOutcome(values ? "cache read of V" : "cache read of K", LPATTN_OK, true,
                      {Pair("", got, got_c)});
-    const quant::Format format = values ? config.v_format : config.k_format;
-    if (quant::FormatIsScaled(format)) return;
+    const bool scaled = quant::FormatIsScaled(values ? config.v_format : config.k_format);
     const FuzzTensor want = SliceTokens(appended, b, 0, n);
-    for (size_t i = 0; i < want.buffer.size(); ++i) {
-      if (std::isfinite(want.buffer[i]) && got.buffer[i] != want.buffer[i]) {
-        Finding(std::string("the cache read back ") + (values ? "V" : "K") + " other than appended");
+    const size_t dim = size_t(config.head_dim);
+    for (size_t row = 0; row < size_t(config.kv_heads * n); ++row) {
+      const size_t first = size_t(kGuard) + row * dim;
+      const std::vector<double> x(want.buffer.begin() + first, want.buffer.begin() + first + dim);
+      if (!AllFinite(x)) continue;
+      const double step = scaled ? MaxAbs(x) / 127.0 : 0.0;
+      for (size_t i = first; i < first + dim; ++i) {
+        const double bound = scaled ? 0.125 * std::abs(want.buffer[i]) + step : 0.0;
+        if (!(std::abs(double(got.buffer[i]) - want.buffer[i]) <= bound)) {  // NaN included
+          Finding(std::string("the cache read back ") + (values ? "V " : "K ") +
+                  std::to_string(got.buffer[i]) + " for " + std::to_string(want.buffer[i]));
+        }
       }
     }
   }
