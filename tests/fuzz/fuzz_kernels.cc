@@ -1,8 +1,10 @@
 // Differential fuzzing of the kernels (docs/design.md §10): every entry point of the public C++
 // API on a shape, strides, options and values the input chooses, against the fp64 reference of
-// kernels/reference.h. A finding is a crash or sanitizer report, a write outside an output's
-// elements (its padding and the guard bands around it are poisoned and checked), an
-// unexpected exception, or an error beyond the bound of §10.
+// kernels/reference.h, and every kernel entry point of the C API (lpattn.h) on the same call,
+// which must refuse alike and otherwise write the same bits. A finding is a crash or sanitizer
+// report, a write outside an output's elements (its padding and the guard bands around it are
+// poisoned and checked), an unexpected exception, a C API that disagrees, or an error beyond
+// the bound of §10.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -450,7 +452,7 @@ void CheckCApiOutcome(const std::string& call, lpattn_status status, bool ran,
 std::string COptionsText(const KIntervalOptions& kint) { return FormatKInterval(kint); }
 std::string COptionsText(const ThresholdOptions& t) { return FormatThreshold(t); }
 
-// ---- exact attention: ExactForward, ExactBackward, PreparedKv, KvCache ------------------------
+// ---- exact attention: ExactForward, ExactBackward, PreparedKv --------------------------------
 
 // docs/design.md §10: an exact forward of the C API, `call(capi, o, lse)` (in-call or cached),
 // on fresh outputs, against the C++ call's O and lse.
