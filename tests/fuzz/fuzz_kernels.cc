@@ -15,6 +15,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -787,6 +788,8 @@ struct SecondView {
     Fill(k2, in, c.values);
     for (int64_t h = 0; h < c.shape.heads; ++h) lambda.push_back(float(in.Range(-8, 24)) / 16.0f);
   }
+  SecondView(FuzzTensor q, FuzzTensor k, std::vector<float> l)
+      : q2(std::move(q)), k2(std::move(k)), lambda(std::move(l)) {}
 };
 
 // A thresholded backward's outputs, each view's dQ and dK, dV, d_lambda and d_beta.
@@ -854,6 +857,42 @@ void CheckCApiThresholdBackward(const Case& c, const ThresholdOptions& t, const 
   CheckCApiOutcome("threshold backward", status, ran, g.Pairs(g_c));
 }
 
+// What the thresholded backward's comparison takes from the forward's.
+struct ThresholdCheck {
+  ReferenceThresholdInputs dense;
+  double s_max = 0.0, tight = 0.0;
+  bool jumps = false;
+};
+
+// docs/design.md §10: a thresholded forward's O against ReferenceThresholdForward. Scores are
+// cosines times the scale with the L2 normalisation; the weights max(s - tau, 0)^p then reach
+// |scale|^p per key, summed over the keys.
+ThresholdCheck CompareThresholdForward(const std::string& name, const Case& c,
+                                       const ThresholdOptions& t, const SecondView& second,
+                                       const FuzzTensor& o) {
+  const AttentionShape& s = c.shape;
+  ThresholdCheck check;
+  check.dense.q[0] = c.q.Dense();
+  check.dense.k[0] = c.k.Dense();
+  check.dense.q[1] = second.q2.Dense();
+  check.dense.k[1] = second.k2.Dense();
+  check.dense.v = c.v.Dense();
+  check.dense.lambda_param.assign(second.lambda.begin(), second.lambda.end());
+  const size_t dim = size_t(s.head_dim), rows = size_t(s.batch * s.heads * s.q_len);
+  const double scale = ThresholdScale(c.options);
+  check.s_max = t.l2_normalize ? std::abs(scale) : ScoreBound(c, scale);
+  const double w_max = std::pow(1.0 + check.s_max + t.beta, t.power) * double(s.kv_len);
+  const double v_max = 1.0 + MaxAbs(c.v.Dense());
+  const double rel = std::ldexp(1.0, -15) * (1.0 + double(s.head_dim) / 16.0);
+  const Precision& p = c.options.precision;
+  check.jumps = p.p != quant::Format::kFp32 || !p.BackwardIsFp32();
+  const ReferenceThresholdForwardResult ref = ReferenceThresholdForward(s, c.options, t, check.dense);
+  check.tight = rel * w_max * v_max * (1.0 + check.s_max);
+  CompareRows((name + " O").c_str(), o.Dense(), ref.o, dim, check.tight,
+              check.jumps ? INFINITY : check.tight, Flips(check.jumps, rows));
+  return check;
+}
+
 // docs/design.md §10: thresholded (differential) attention (docs/math.md §3), one or two
 // views, against ReferenceThresholdForward and ReferenceThresholdBackward.
 void FuzzThreshold(ByteReader& in) {
@@ -913,27 +952,12 @@ void FuzzThreshold(ByteReader& in) {
     if (!ran_backward) return;
   }
   if (!InputsFinite(c) || !AllFinite(q2.Dense()) || !AllFinite(k2.Dense())) return;
-  ReferenceThresholdInputs dense;
-  dense.q[0] = c.q.Dense();
-  dense.k[0] = c.k.Dense();
-  dense.q[1] = q2.Dense();
-  dense.k[1] = k2.Dense();
-  dense.v = c.v.Dense();
-  dense.lambda_param.assign(lambda.begin(), lambda.end());
+  const ThresholdCheck check = CompareThresholdForward("threshold", c, t, second, o);
   const size_t dim = size_t(s.head_dim), rows = size_t(s.batch * s.heads * s.q_len);
   const double scale = ThresholdScale(c.options);
-  // Scores are cosines times the scale with the L2 normalisation; the weights max(s - tau, 0)^p
-  // then reach |scale|^p per key, summed over the keys.
-  const double s_max = t.l2_normalize ? std::abs(scale) : ScoreBound(c, scale);
-  const double w_max = std::pow(1.0 + s_max + t.beta, t.power) * double(s.kv_len);
-  const double v_max = 1.0 + MaxAbs(c.v.Dense());
-  const double rel = std::ldexp(1.0, -15) * (1.0 + double(s.head_dim) / 16.0);
-  const Precision& p = c.options.precision;
-  const bool jumps = p.p != quant::Format::kFp32 || !p.BackwardIsFp32();
-  const ReferenceThresholdForwardResult ref = ReferenceThresholdForward(s, c.options, t, dense);
-  const double tight = rel * w_max * v_max * (1.0 + s_max);
-  CompareRows("threshold O", o.Dense(), ref.o, dim, tight, jumps ? INFINITY : tight,
-              Flips(jumps, rows));
+  const ReferenceThresholdInputs& dense = check.dense;
+  const double s_max = check.s_max, tight = check.tight;
+  const bool jumps = check.jumps;
   if (!backward) return;
   const ReferenceThresholdGradients grads =
       ReferenceThresholdBackward(s, c.options, t, dense, c.d_o.Dense());
@@ -1020,8 +1044,9 @@ struct CachedBatch {
   FuzzTensor Output(ByteReader& in, const FuzzTensor& q) const {
     return q_offsets.empty() ? OutputLike(in, q) : PoisonedLike(packed);
   }
-  // docs/design.md §10: sequence b of the call as a case of its own (batch 1, its slot's keys,
-  // its queries), its rows of the call's output o and of lse (null: none), for the references.
+  // docs/design.md §10: f(b, case, o_b, lse_b) for each sequence b of the call: b as a case of
+  // its own (batch 1, its slot's keys, its queries), its rows of the call's output o and of lse
+  // (null: none), for the references.
   template <class F>
   void ForEachSequence(const Case& c, const FuzzTensor& o, const GuardedArray<float>* lse,
                        const F& f) const {
@@ -1039,7 +1064,7 @@ struct CachedBatch {
                                                : SliceTokens(o, 0, first, sc.shape.q_len);
       GuardedArray<float> lse_b(lse ? size_t(c.shape.heads * sc.shape.q_len) : 0);
       if (lse) std::copy_n(lse->data() + c.shape.heads * first, lse_b.n, lse_b.data());
-      f(sc, o_b, lse_b);
+      f(b, sc, o_b, lse_b);
     }
   }
 };
@@ -1225,7 +1250,7 @@ void FuzzCachedExact(ByteReader& in, const Case& c, const CachedBatch& batch, co
                                                              batch.offsets(), o_c, lse_c);
                         });
   if (!ran || !InputsFinite(c)) return;
-  batch.ForEachSequence(c, o, &lse, [](const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>& lse_b) {
+  batch.ForEachSequence(c, o, &lse, [](size_t, const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>& lse_b) {
     CompareExactForward("cached", sc, o_b, lse_b, false, 0.0);
   });
 }
@@ -1262,7 +1287,7 @@ void FuzzCachedExact16(ByteReader& in, const Case& c, const CachedBatch& batch, 
   if (!ran || !InputsFinite(c)) return;
   const double half_step = std::ldexp(1.0, o_format == quant::Format::kBf16 ? -8 : -11);
   batch.ForEachSequence(c, o.Decoded(), &lse,
-                        [&](const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>& lse_b) {
+                        [&](size_t, const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>& lse_b) {
                           CompareExactForward("cached16", sc, o_b, lse_b, false, half_step);
                         });
 }
@@ -1287,15 +1312,14 @@ void FuzzCachedKInterval(ByteReader& in, const Case& c, const CachedBatch& batch
                                           batch.sequences(), batch.offsets(), o_c, saved_c);
       });
   if (!ran || !InputsFinite(c)) return;
-  batch.ForEachSequence(c, o, nullptr, [&](const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>&) {
+  batch.ForEachSequence(c, o, nullptr, [&](size_t, const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>&) {
     CompareKIntervalForward("cached K-interval", sc, kint, o_b);
   });
 }
 
 // docs/design.md §10: the thresholded forward over the cache, one view or two (the second's
 // keys in a keys-only cache built alike), through ThresholdForward and
-// lpattn_tda_forward_cached: the same refusals and bits (no reference here: FuzzThreshold
-// compares the in-call forward with it).
+// lpattn_tda_forward_cached, against ReferenceThresholdForward per sequence.
 void FuzzCachedThreshold(ByteReader& in, Case& c, const KvCacheConfig& config,
                          const CachedBatch& batch, const CachePair& caches) {
   const ThresholdOptions t = PickThreshold(in);
@@ -1330,6 +1354,16 @@ void FuzzCachedThreshold(ByteReader& in, Case& c, const KvCacheConfig& config,
                                          batch.sequences(), batch.offsets(),
                                          second.lambda.data(), o_c, survivors_c);
       });
+  if (!ran || !InputsFinite(c) || !AllFinite(second.q2.Dense()) || !AllFinite(second.k2.Dense())) {
+    return;
+  }
+  batch.ForEachSequence(c, o, nullptr, [&](size_t b, const Case& sc, const FuzzTensor& o_b,
+                                           const GuardedArray<float>&) {
+    const SecondView sequence(SliceTokens(second.q2, int64_t(b), 0, sc.shape.q_len),
+                              SliceTokens(second.k2, batch.slots[b], 0, sc.shape.kv_len),
+                              second.lambda);
+    CompareThresholdForward("cached threshold", sc, t, sequence, o_b);
+  });
 }
 
 // docs/design.md §10: a cache the input picks, built and read back through both APIs, and one
