@@ -13,7 +13,7 @@ export CCACHE_BASEDIR ?= $(CURDIR)
 export CCACHE_NOHASHDIR ?= 1
 
 .PHONY: all setup configure build run test test-sanitize test-tsan test-fuzz fuzz install clean \
-        bench bench-summary setup-aarch64 test-aarch64 test-aarch64-ci
+        bench bench-summary setup-aarch64 test-aarch64 test-aarch64-ci bench-aarch64
 
 all: build
 
@@ -96,6 +96,11 @@ test-aarch64:
 
 test-aarch64-ci:
 	bash scripts/test_aarch64.sh --ci build-aarch64
+
+# lpattn_bench cross-built and run under qemu (BENCH_ARGS: Google Benchmark's flags). Emulated
+# timings are not an ARM CPU's: on an ARM machine, `make bench`.
+bench-aarch64:
+	BENCH_ARGS="$(BENCH_ARGS)" bash scripts/test_aarch64.sh --bench build-aarch64
 
 install: build
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)

@@ -11,13 +11,13 @@
 // Each vector loop runs twelve independent accumulator chains (enough in flight for two
 // pipes of latency 4-5); the AMX loops keep four accumulator tiles and two operand tiles of
 // each side in registers. The functions carry their ISA as a target attribute, so the file
-// needs no ISA flags and runs anywhere: a family the CPU lacks is never called.
-#include <immintrin.h>
-
+// needs no ISA flags and runs on any x86-64 CPU: a family the CPU lacks is never called. Off
+// x86-64 no family exists and the file registers no benchmark (docs/design.md §11).
 #include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -25,15 +25,30 @@
 
 #include "bench/peak_loop.h"
 #include "bench/peak_native.h"
-#include "kernels/native/amx_tiles.h"
+#include "kernels/native/cpu_features.h"
 #include "kernels/native/native_paths.h"
+
+#if LPATTN_NATIVE_X86
+#include <immintrin.h>
+
+#include "kernels/native/amx_tiles.h"
 
 // GCC 12's _mm512_set1_epi8 and _epi16 start from an uninitialised vector that every lane
 // then overwrites, and -Wuninitialized flags it (GCC bug 105593).
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 namespace lpattn::bench {
 namespace {
+
+struct Family {
+  const char* benchmark;   // the benchmark's name
+  const char* counter;     // GFLOPS or GOPS
+  native::NativePath path; // what the CPU must have
+  double (*loop)(int64_t, float*);
+};
+
+#if LPATTN_NATIVE_X86
 
 #define LPATTN_TWELVE(op) \
   op(0) op(1) op(2) op(3) op(4) op(5) op(6) op(7) op(8) op(9) op(10) op(11)
@@ -161,14 +176,7 @@ __attribute__((target("amx-tile,amx-bf16,amx-int8"))) double AmxLoop(int64_t n, 
   return 2.0 * 16 * 16 * (kInt8 ? 64 : 32) * 4.0 * double(n);
 }
 
-struct Family {
-  const char* benchmark;   // the benchmark's name
-  const char* counter;     // GFLOPS or GOPS
-  native::NativePath path; // what the CPU must have
-  double (*loop)(int64_t, float*);
-};
-
-const Family kFamilies[] = {
+const Family kFamilyTable[] = {
     {"peak_bf16dot", "GFLOPS", native::NativePath::kAvx512Bf16, Bf16DotLoop},
     {"peak_fp16fma", "GFLOPS", native::NativePath::kAvx512Fp16, Fp16FmaLoop},
     {"peak_vnni", "GOPS", native::NativePath::kAvx512Vnni, VnniLoop<false>},
@@ -177,6 +185,10 @@ const Family kFamilies[] = {
     {"peak_amx_bf16", "GFLOPS", native::NativePath::kAmxBf16, AmxLoop<false>},
     {"peak_amx_int8", "GOPS", native::NativePath::kAmxInt8, AmxLoop<true>},
 };
+const std::span<const Family> kFamilies(kFamilyTable);
+#else
+const std::span<const Family> kFamilies;
+#endif  // LPATTN_NATIVE_X86
 
 bool OnThisCpu(native::NativePath path) {
   for (const native::NativePathState& state : native::NativePathStates()) {

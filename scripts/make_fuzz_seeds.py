@@ -27,10 +27,13 @@ def write(target, name, data):
 
 
 def kernel_seeds():
-    """Per entry point (exact, stored K/V, K-interval, threshold, value gate): a short case, whose
-    values come from the target's own hash past the input's end, and two longer random ones."""
+    """Per entry point (exact, stored K/V, K-interval, threshold, value gate, and the cached
+    forwards with 16-bit Q and O, K-interval and thresholded): a short case, whose values come
+    from the target's own hash past the input's end, and two longer random ones. New entry
+    points go at the end, so that the earlier seeds stay the same."""
     rng = random.Random(20)
-    names = ["exact", "stored_kv", "kinterval", "threshold", "value_gate"]
+    names = ["exact", "stored_kv", "kinterval", "threshold", "value_gate",
+             "cached16", "cached_kinterval", "cached_threshold"]
     for selector, name in enumerate(names):
         write("fuzz_kernels", f"{name}_short", bytes([selector]) + bytes(rng.randrange(256) for _ in range(48)))
         for size in (512, 4096):

@@ -43,7 +43,7 @@ fi
 # (a virtual machine's model name can be as short as "AMD EPYC").
 cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name:[[:space:]]*//p' | head -n1)
 isa=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' |
-      grep -x -E 'avx2|avx512f|avx512_vnni|avx_vnni|avx512_bf16|amx_tile' | tr '\n' ' ' || true)
+      grep -x -E 'avx2|avx512f|avx512_vnni|avx_vnni|avx512_bf16|amx_tile' | paste -sd ' ' || true)
 echo "run_fuzzers: ${seconds}s per target on ${cpu:-unknown CPU} ($(nproc) CPUs; ${isa:-no AVX2})"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepares the aarch64 cross build (docs/design.md §11): installs Debian's cross compiler and
-# qemu-user on the host when missing, and unpacks the arm64 libraries lpattn's kernel tests build
-# and run against (Highway, oneTBB, GoogleTest, and the C and C++ runtimes qemu loads them with)
-# into a sysroot under the build directory.
+# qemu-user on the host when missing, and unpacks the arm64 libraries lpattn's kernel tests and
+# benchmarks build and run against (Highway, oneTBB, GoogleTest, Google Benchmark, and the C and
+# C++ runtimes qemu loads them with) into a sysroot under the build directory.
 #   scripts/setup_aarch64.sh [BUILD_DIR]   (default build-aarch64; `make setup-aarch64`)
 # The arm64 packages are fetched with `apt-get download` against a private package index under
 # BUILD_DIR/apt and unpacked with `dpkg -x`: nothing is installed as arm64 on the host, whose
@@ -25,6 +25,7 @@ arm64_packages=(
   libhwy-dev libhwy1
   libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5  # TBBTargets.cmake checks every library exists
   libgtest-dev
+  libbenchmark-dev libbenchmark1debian  # lpattn_bench (scripts/bench_aarch64.sh)
   libc6 libstdc++6 libgcc-s1
 )
 

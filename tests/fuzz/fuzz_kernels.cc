@@ -1,16 +1,21 @@
 // Differential fuzzing of the kernels (docs/design.md §10): every entry point of the public C++
 // API on a shape, strides, options and values the input chooses, against the fp64 reference of
-// kernels/reference.h. A finding is a crash or sanitizer report, a write outside an output's
-// elements (its padding and the guard bands around it are poisoned and checked), an
-// unexpected exception, or an error beyond the bound of §10.
+// kernels/reference.h, and every kernel entry point of the C API (lpattn.h) on the same call,
+// which must refuse alike and otherwise write the same bits. A finding is a crash or sanitizer
+// report, a write outside an output's elements (its padding and the guard bands around it are
+// poisoned and checked), an unexpected exception, a C API that disagrees, or an error beyond
+// the bound of §10.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -74,6 +79,14 @@ struct FuzzTensor {
                          (t - 1) * strides.token + d;
     buffer.assign(size_t(span + 2 * kGuard), Poison());
   }
+  // docs/design.md §10: a dense head-major [b, h, t, d] tensor, poisoned.
+  static FuzzTensor DenseLayout(int64_t b, int64_t h, int64_t t, int64_t d) {
+    FuzzTensor x;
+    x.batch = b, x.heads = h, x.tokens = t, x.dim = d;
+    x.strides = {h * t * d, t * d, d};
+    x.buffer.assign(size_t(b * h * t * d + 2 * kGuard), Poison());
+    return x;
+  }
   float* data() { return buffer.data() + kGuard; }
   const float* data() const { return buffer.data() + kGuard; }
   size_t Offset(int64_t b, int64_t h, int64_t t, int64_t c) const {
@@ -90,13 +103,18 @@ struct FuzzTensor {
   ConstTensor cview() const { return {data(), strides}; }
   std::vector<double> Dense() const { return DenseFromView(cview(), batch, heads, tokens, dim); }
 
-  // Every float outside the elements still holds the poison.
-  void CheckUntouchedOutside(const char* name) const {
+  // Which of the buffer's floats are elements (the rest is padding and guard bands).
+  std::vector<bool> Inside() const {
     std::vector<bool> inside(buffer.size(), false);
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t h = 0; h < heads; ++h)
         for (int64_t t = 0; t < tokens; ++t)
           for (int64_t c = 0; c < dim; ++c) inside[Offset(b, h, t, c)] = true;
+    return inside;
+  }
+  // Every float outside the elements still holds the poison.
+  void CheckUntouchedOutside(const char* name) const {
+    const std::vector<bool> inside = Inside();
     for (size_t i = 0; i < buffer.size(); ++i) {
       if (!inside[i] && !IsPoison(buffer[i])) {
         Finding(std::string(name) + ": write outside the output at float " + std::to_string(i));
@@ -125,6 +143,7 @@ struct GuardedArray {
       }
     }
   }
+  void CheckUntouchedOutside(const char* name) const { CheckGuards(name); }
   std::vector<double> Dense() const { return std::vector<double>(data(), data() + n); }
 };
 
@@ -355,46 +374,136 @@ struct Gradients {
   }
 };
 
-// ---- exact attention: ExactForward, ExactBackward, PreparedKv, KvCache ------------------------
+// ---- the C API (lpattn.h) on the C++ API's calls -------------------------------------------
 
-// docs/design.md §10: the C API's exact forward (lpattn.h) on the same call refuses when the
-// C++ one does and otherwise writes the same bits.
-void CheckCApiAgrees(const Case& c, const FuzzTensor& o, const GuardedArray<float>& lse, bool ran) {
-  // The C API reads a scale <= 0 as "the default": a negative C++ scale has no C spelling.
-  if (c.options.scale && *c.options.scale < 0.0f) return;
-  const AttentionShape& s = c.shape;
-  const lpattn_shape shape{s.batch, s.heads, s.kv_heads, s.q_len, s.kv_len, s.head_dim};
+// docs/design.md §10: a case's shape and options as the C API spells them. `expressible` is
+// false where it cannot: the C API reads a scale <= 0 as "the default", so a negative C++ scale
+// has no C spelling and the comparison is skipped.
+struct CApiOptions {
+  lpattn_shape shape;
   lpattn_options options;
-  lpattn_default_options(&options);
-  options.causal = c.options.causal;
-  options.scale = c.options.scale.value_or(0.0f);
-  options.sink = lpattn_sink_mode(c.options.sink);
-  options.sink_logits = c.options.sink_logits;
-  options.threads = c.options.threads;
-  const std::string precision = FormatPrecision(c.options.precision);
-  options.precision = precision.c_str();
-  options.softcap = c.options.softcap;
-  options.alibi_slopes = c.options.alibi_slopes;
-  options.window = c.options.window;
-  const auto view = [](const FuzzTensor& t) {
-    return lpattn_const_tensor{t.data(), t.strides.batch, t.strides.head, t.strides.token};
-  };
-  FuzzTensor o_c = o;
-  std::fill(o_c.buffer.begin(), o_c.buffer.end(), Poison());
-  GuardedArray<float> lse_c(lse.n);
-  const lpattn_status status = lpattn_exact_forward(
-      &shape, &options, view(c.q), view(c.k), view(c.v),
-      lpattn_tensor{o_c.data(), o.strides.batch, o.strides.head, o.strides.token}, lse_c.data());
-  o_c.CheckUntouchedOutside("C API exact forward O");
-  lse_c.CheckGuards("C API exact forward lse");
+  std::string precision;
+  bool expressible;
+  explicit CApiOptions(const Case& c)
+      : shape{c.shape.batch, c.shape.heads,  c.shape.kv_heads,
+              c.shape.q_len, c.shape.kv_len, c.shape.head_dim},
+        precision(FormatPrecision(c.options.precision)),
+        expressible(!(c.options.scale && *c.options.scale < 0.0f)) {
+    lpattn_default_options(&options);
+    options.causal = c.options.causal;
+    options.scale = c.options.scale.value_or(0.0f);
+    options.sink = lpattn_sink_mode(c.options.sink);
+    options.sink_logits = c.options.sink_logits;
+    options.threads = c.options.threads;
+    options.precision = precision.c_str();
+    options.softcap = c.options.softcap;
+    options.alibi_slopes = c.options.alibi_slopes;
+    options.window = c.options.window;
+  }
+  CApiOptions(const CApiOptions&) = delete;  // options.precision points into precision
+  CApiOptions& operator=(const CApiOptions&) = delete;
+};
+
+lpattn_const_tensor CView(const FuzzTensor& t) {
+  return {t.data(), t.strides.batch, t.strides.head, t.strides.token};
+}
+lpattn_tensor COut(FuzzTensor& t) { return {t.data(), t.strides.batch, t.strides.head, t.strides.token}; }
+
+// docs/design.md §10: a fresh output for the C API's call, in the layout of the C++ call's.
+FuzzTensor PoisonedLike(const FuzzTensor& like) {
+  FuzzTensor t = like;
+  std::fill(t.buffer.begin(), t.buffer.end(), Poison());
+  return t;
+}
+
+// One output of a call: the C++ API's buffer and the C API's, both with their guard bands.
+struct OutputPair {
+  std::string name;
+  std::function<void()> check_c_outside;  // the C output's padding and guard bands
+  const void* cpp;
+  const void* c;
+  size_t bytes;
+};
+// docs/design.md §10: an output tensor or array of both calls.
+template <class Out>
+OutputPair Pair(const std::string& name, const Out& cpp, const Out& c) {
+  const auto check = [&c, name] { c.CheckUntouchedOutside(("C API " + name).c_str()); };
+  return {name, check, cpp.buffer.data(), c.buffer.data(), cpp.buffer.size() * sizeof(cpp.buffer[0])};
+}
+
+// docs/design.md §10: the C API wrote nothing outside its outputs, refused exactly when the C++
+// API refused the same call (`ran`: the C++ call ran) and otherwise wrote the same bits.
+void CheckCApiOutcome(const std::string& call, lpattn_status status, bool ran,
+                      const std::vector<OutputPair>& outputs) {
+  for (const OutputPair& out : outputs) out.check_c_outside();
   if ((status == LPATTN_OK) != ran) {
-    Finding("the C API " + std::string(ran ? "refused" : "ran") + " a call the C++ API " +
+    Finding("the C API " + std::string(ran ? "refused" : "ran") + " a " + call + " the C++ API " +
             (ran ? "ran" : "refused") + ": " + lpattn_last_error());
   }
-  if (ran && (std::memcmp(o_c.buffer.data(), o.buffer.data(), o.buffer.size() * sizeof(float)) ||
-              std::memcmp(lse_c.buffer.data(), lse.buffer.data(), lse.buffer.size() * sizeof(float)))) {
-    Finding("the C API's exact forward differs from the C++ API's");
+  if (!ran) return;
+  for (const OutputPair& out : outputs) {
+    if (std::memcmp(out.cpp, out.c, out.bytes) != 0) {
+      Finding("the C API's " + call + " " + out.name + " differs from the C++ API's");
+    }
   }
+}
+
+// The kernels' options texts (lpattn.h takes FormatKInterval's and FormatThreshold's canonical
+// text, which carry no "kint:" or "tda:" arm prefix).
+std::string COptionsText(const KIntervalOptions& kint) { return FormatKInterval(kint); }
+std::string COptionsText(const ThresholdOptions& t) { return FormatThreshold(t); }
+
+// ---- exact attention: ExactForward, ExactBackward, PreparedKv --------------------------------
+
+// docs/design.md §10: an exact forward of the C API, `call(capi, o, lse)` (in-call or cached),
+// on fresh outputs, against the C++ call's O and lse.
+template <class Call>
+void CheckCApiExactForward(const std::string& name, const Case& c, const FuzzTensor& o,
+                           const GuardedArray<float>& lse, bool ran, const Call& call) {
+  const CApiOptions capi(c);
+  if (!capi.expressible) return;
+  FuzzTensor o_c = PoisonedLike(o);
+  GuardedArray<float> lse_c(lse.n);
+  CheckCApiOutcome(name, call(capi, COut(o_c), lse_c.data()), ran,
+                   {Pair("O", o, o_c), Pair("lse", lse, lse_c)});
+}
+
+// docs/design.md §10: the C API's exact backward (lpattn_exact_backward, d_sink included) on
+// the same call, from the C++ forward's O and lse.
+void CheckCApiBackward(const Case& c, const FuzzTensor& o, const GuardedArray<float>& lse,
+                       const Gradients& d, const GuardedArray<float>& d_sink, bool ran) {
+  const CApiOptions capi(c);
+  if (!capi.expressible) return;
+  Gradients d_c{PoisonedLike(d.dq), PoisonedLike(d.dk), PoisonedLike(d.dv)};
+  GuardedArray<float> d_sink_c(d_sink.n);
+  const lpattn_status status = lpattn_exact_backward(
+      &capi.shape, &capi.options, CView(c.q), CView(c.k), CView(c.v), CView(o), CView(c.d_o),
+      lse.data(), COut(d_c.dq), COut(d_c.dk), COut(d_c.dv), d_sink_c.data());
+  CheckCApiOutcome("exact backward", status, ran,
+                   {Pair("dQ", d.dq, d_c.dq), Pair("dK", d.dk, d_c.dk), Pair("dV", d.dv, d_c.dv),
+                    Pair("d_sink", d_sink, d_sink_c)});
+}
+
+// docs/design.md §10: the forward's O and lse against ReferenceExactForward. `o_step` widens
+// the bound by a step of O's own format (a 16-bit O rounds once at the end).
+void CompareExactForward(const std::string& name, const Case& c, const FuzzTensor& o,
+                         const GuardedArray<float>& lse, bool jumps, double o_step) {
+  const Bounds bound = FloatBounds(c);
+  const size_t dim = size_t(c.shape.head_dim);
+  const ReferenceForwardResult ref = ReferenceExactForward(c.shape, c.options, DenseInputs(c));
+  const double v_max = 1.0 + MaxAbs(c.v.Dense());
+  const double tight = bound.forward + o_step * v_max;
+  CompareRows((name + " O").c_str(), o.Dense(), ref.o, dim, tight, jumps ? 0.25 * v_max : tight,
+              Flips(jumps, ref.o.size() / dim));
+  // lse does not see P's rounding (Z sums the unrounded weights).
+  const double lse_bound = bound.forward * (1.0 + MaxAbs(ref.lse));
+  CompareRows((name + " lse").c_str(), lse.Dense(), ref.lse, 1, lse_bound, lse_bound, 0);
+}
+
+// docs/design.md §10: the sink mode the input picks, with the case's logits when learned.
+void PickSink(ByteReader& in, Case& c) {
+  c.options.sink = SinkMode(in.Pick(3));
+  c.options.sink_logits = c.options.sink == SinkMode::kLearned ? c.sink_logits.data() : nullptr;
 }
 
 // docs/design.md §10: exact attention with every score option against ReferenceExactForward
@@ -402,8 +511,7 @@ void CheckCApiAgrees(const Case& c, const FuzzTensor& o, const GuardedArray<floa
 void FuzzExact(ByteReader& in) {
   Case c = MakeCase(in, true);
   AttentionShape& s = c.shape;
-  c.options.sink = SinkMode(in.Pick(3));
-  c.options.sink_logits = c.options.sink == SinkMode::kLearned ? c.sink_logits.data() : nullptr;
+  PickSink(in, c);
   if (in.Pick(3) == 0) c.options.softcap = float(in.Range(1, 64)) / 2.0f;
   if (in.Pick(3) == 0) {
     c.alibi = AlibiSlopes(s.heads);
@@ -431,7 +539,11 @@ void FuzzExact(ByteReader& in) {
   });
   o.CheckUntouchedOutside("exact forward O");
   lse.CheckGuards("exact forward lse");
-  CheckCApiAgrees(c, o, lse, ran);
+  CheckCApiExactForward("exact forward", c, o, lse, ran,
+                        [&](const CApiOptions& capi, lpattn_tensor o_c, float* lse_c) {
+                          return lpattn_exact_forward(&capi.shape, &capi.options, CView(c.q),
+                                                      CView(c.k), CView(c.v), o_c, lse_c);
+                        });
   if (!ran) return;
   Gradients d;
   GuardedArray<float> d_sink(size_t(s.heads));
@@ -442,19 +554,14 @@ void FuzzExact(ByteReader& in) {
     const bool ran_backward = Ran([&] { ExactBackward(s, c.options, args); });
     d.CheckUntouchedOutside("exact backward");
     d_sink.CheckGuards("exact backward d_sink");
+    CheckCApiBackward(c, o, lse, d, d_sink, ran_backward);
     if (!ran_backward) return;
   }
   if (!InputsFinite(c)) return;
+  CompareExactForward("exact", c, o, lse, jumps, 0.0);
+  if (!backward) return;
   const Bounds bound = FloatBounds(c);
   const size_t dim = size_t(s.head_dim);
-  const ReferenceForwardResult ref = ReferenceExactForward(s, c.options, DenseInputs(c));
-  const double loose_o = jumps ? 0.25 * (1.0 + MaxAbs(c.v.Dense())) : bound.forward;
-  CompareRows("exact O", o.Dense(), ref.o, dim, bound.forward, loose_o,
-              Flips(jumps, ref.o.size() / dim));
-  // lse does not see P's rounding (Z sums the unrounded weights).
-  CompareRows("exact lse", lse.Dense(), ref.lse, 1, bound.forward * (1.0 + MaxAbs(ref.lse)),
-              bound.forward * (1.0 + MaxAbs(ref.lse)), 0);
-  if (!backward) return;
   const ReferenceGradients grads =
       ReferenceExactBackward(s, c.options, DenseInputs(c), c.d_o.Dense());
   // A rounded backward's row moves by a step of its format wherever an entry flips; its bound
@@ -468,94 +575,46 @@ void FuzzExact(ByteReader& in) {
   }
 }
 
-// docs/design.md §10: the forward over K and V prepared once (PreparedKv) and over an
-// appendable cache (KvCache, contiguous or paged), against ReferenceExactForward with the
-// precision the stored K and V have.
+// The forwards over a KvCache (docs/design.md §10), each through the C++ and the C API.
+enum class CachedCall { kExact, kExact16, kKInterval, kThreshold };
+void FuzzCached(ByteReader& in, Case& c, CachedCall call);
+
+// docs/design.md §10: the forward over K and V prepared once (PreparedKv), against
+// ReferenceExactForward with the precision the prepared K and V have, or (`cache`) the
+// cached forwards of FuzzCached.
 void FuzzStoredKv(ByteReader& in) {
   Case c = MakeCase(in, true);
   AttentionShape& s = c.shape;
-  c.options.sink = SinkMode(in.Pick(3));
-  c.options.sink_logits = c.options.sink == SinkMode::kLearned ? c.sink_logits.data() : nullptr;
-  const bool cache = in.Bool();
+  PickSink(in, c);
+  if (in.Bool()) {
+    FuzzCached(in, c, CachedCall::kExact);
+    return;
+  }
   FuzzTensor o = OutputLike(in, c.q);
   GuardedArray<float> lse(size_t(s.batch * s.heads * s.q_len));
-  Precision precision;
-  if (!cache) {
-    c.options.precision = PickPrecision(in);
-    precision = c.options.precision;
-    const bool ran = Ran([&] {
-      const PreparedKv kv(s, c.options.precision, c.k.cview(), c.v.cview(), c.options.threads);
-      ExactForward(s, c.options, c.q.cview(), kv, o.view(), lse.data());
-    });
-    o.CheckUntouchedOutside("prepared forward O");
-    lse.CheckGuards("prepared forward lse");
-    if (!ran) return;
-  } else {
-    KvCacheConfig config;
-    config.sequences = s.batch;
-    config.kv_heads = s.kv_heads;
-    config.head_dim = s.head_dim;
-    config.capacity = s.kv_len + in.Range(0, 8);
-    config.k_format = kFormats[in.Pick(6)];
-    config.v_format = kFormats[in.Pick(6)];
-    if (in.Bool()) {
-      config.block_size = int64_t(1) << in.Range(0, 5);
-      config.blocks = s.batch * ((config.capacity + config.block_size - 1) / config.block_size);
-      config.layout = in.Bool() ? PagedLayout::kHeadMajor : PagedLayout::kTokenMajor;
-    }
-    precision = CachePrecision(config);
-    c.options.precision = precision;
-    const bool ran = Ran([&] {
-      KvCache kv(config);
-      const int64_t per_slot = (config.capacity + config.block_size - 1) / std::max<int64_t>(config.block_size, 1);
-      for (int64_t b = 0; b < s.batch; ++b) {
-        if (config.block_size > 0) {
-          // Slot b's blocks in reverse order, so a table is not the identity.
-          std::vector<int32_t> table;
-          for (int64_t i = per_slot - 1; i >= 0; --i) table.push_back(int32_t(b * per_slot + i));
-          kv.SetBlockTable(b, table.data(), per_slot, 0);
-        }
-        // Appended in two pieces, so that appending after existing tokens is exercised.
-        const int64_t first = s.kv_len / 2;
-        const auto piece = [&](const FuzzTensor& t, int64_t from) {
-          return ConstTensor{t.data() + b * t.strides.batch + from * t.strides.token, t.strides};
-        };
-        if (first > 0) kv.Append(b, first, piece(c.k, 0), piece(c.v, 0));
-        kv.Append(b, s.kv_len - first, piece(c.k, first), piece(c.v, first));
-      }
-      ExactForward(s, c.options, c.q.cview(), kv, o.view(), lse.data());
-    });
-    o.CheckUntouchedOutside("cached forward O");
-    lse.CheckGuards("cached forward lse");
-    if (!ran) return;
-  }
-  if (!InputsFinite(c)) return;
-  const Bounds bound = FloatBounds(c);
-  const bool jumps = precision.p != quant::Format::kFp32;
-  const ReferenceForwardResult ref = ReferenceExactForward(s, c.options, DenseInputs(c));
-  const size_t dim = size_t(s.head_dim);
-  CompareRows(cache ? "cached O" : "prepared O", o.Dense(), ref.o, dim, bound.forward,
-              jumps ? 0.25 * (1.0 + MaxAbs(c.v.Dense())) : bound.forward,
-              Flips(jumps, ref.o.size() / dim));
-  CompareRows(cache ? "cached lse" : "prepared lse", lse.Dense(), ref.lse, 1,
-              bound.forward * (1.0 + MaxAbs(ref.lse)), bound.forward * (1.0 + MaxAbs(ref.lse)), 0);
+  c.options.precision = PickPrecision(in);
+  const bool ran = Ran([&] {
+    const PreparedKv kv(s, c.options.precision, c.k.cview(), c.v.cview(), c.options.threads);
+    ExactForward(s, c.options, c.q.cview(), kv, o.view(), lse.data());
+  });
+  o.CheckUntouchedOutside("prepared forward O");
+  lse.CheckGuards("prepared forward lse");
+  if (!ran || !InputsFinite(c)) return;
+  CompareExactForward("prepared", c, o, lse, c.options.precision.p != quant::Format::kFp32, 0.0);
 }
 
 // ---- K-interval attention ------------------------------------------------------------------
 
-// docs/design.md §10: K-interval attention (docs/math.md §2) with options the input picks,
-// against ReferenceKIntervalForward and ReferenceKIntervalBackward.
-void FuzzKInterval(ByteReader& in) {
-  Case c = MakeCase(in, true);
-  AttentionShape& s = c.shape;
+// docs/design.md §10: K-interval options the input picks, valid by construction (fuzz_options
+// tries the invalid ones): each variant only with the surrogate it belongs to, nearest rounding
+// only with a surrogate that has a slope.
+KIntervalOptions PickKInterval(ByteReader& in) {
   KIntervalOptions kint;
   kint.K = int(in.Range(1, 64));
   kint.calibration = in.Bool() ? KIntervalCalibration::kWindow : KIntervalCalibration::kMinMax;
   kint.window = double(in.Range(1, 4096)) / 8.0;  // up to W = 512: intervals wider than exp's range
   kint.rounding = in.Bool() ? KIntervalRounding::kNearest : KIntervalRounding::kLerp;
   kint.surrogate = KIntervalSurrogate(in.Pick(3));
-  // Valid by construction (fuzz_options tries the invalid ones): each variant only with the
-  // surrogate it belongs to, nearest rounding only with a surrogate that has a slope.
   const bool variant = in.Pick(4) == 0;
   kint.weight_slope_from_grid = variant && kint.surrogate == KIntervalSurrogate::kWeight;
   kint.prob_jacobian_at_grid = variant && kint.surrogate == KIntervalSurrogate::kProb;
@@ -563,11 +622,99 @@ void FuzzKInterval(ByteReader& in) {
   if (kint.surrogate == KIntervalSurrogate::kExact) kint.rounding = KIntervalRounding::kLerp;
   kint.grid = in.Pick(4) == 0 ? kFormats[in.Pick(6)] : quant::Format::kFp32;
   ValidateKInterval(kint);
+  return kint;
+}
+
+// The K-interval forward's saved statistics, [rows] each, between guard bands.
+struct KIntervalSavedBuffers {
+  GuardedArray<float> m, R, Z, lse_exact;
+  GuardedArray<int32_t> argmax, argmin;
+  explicit KIntervalSavedBuffers(size_t rows)
+      : m(rows), R(rows), Z(rows), lse_exact(rows), argmax(rows), argmin(rows) {}
+  KIntervalSaved cpp() {
+    return {m.data(), R.data(), Z.data(), lse_exact.data(), argmax.data(), argmin.data()};
+  }
+  lpattn_kint_saved c() {
+    return {m.data(), R.data(), Z.data(), lse_exact.data(), argmax.data(), argmin.data()};
+  }
+  // docs/design.md §10: no write outside any of the six.
+  void CheckGuards() const {
+    for (const auto* a : {&m, &R, &Z, &lse_exact}) a->CheckGuards("K-interval saved statistics");
+    argmax.CheckGuards("K-interval argmax");
+    argmin.CheckGuards("K-interval argmin");
+  }
+  // docs/design.md §10: the six against another call's, for CheckCApiOutcome.
+  std::vector<OutputPair> Pairs(const KIntervalSavedBuffers& c) const {
+    return {Pair("m", m, c.m),           Pair("R", R, c.R),
+            Pair("Z", Z, c.Z),           Pair("lse_exact", lse_exact, c.lse_exact),
+            Pair("argmax", argmax, c.argmax), Pair("argmin", argmin, c.argmin)};
+  }
+};
+
+// docs/design.md §10: a K-interval forward of the C API, `call(capi, text, o, saved)` (in-call
+// or cached, text FormatKInterval's), on fresh outputs, against the C++ call's O and statistics.
+template <class Call>
+void CheckCApiKIntervalForward(const std::string& name, const Case& c, const KIntervalOptions& kint,
+                               const FuzzTensor& o, const KIntervalSavedBuffers& saved, bool ran,
+                               const Call& call) {
+  const CApiOptions capi(c);
+  if (!capi.expressible) return;
+  const std::string text = COptionsText(kint);
+  FuzzTensor o_c = PoisonedLike(o);
+  KIntervalSavedBuffers saved_c(saved.m.n);
+  std::vector<OutputPair> outputs = saved.Pairs(saved_c);
+  outputs.push_back(Pair("O", o, o_c));
+  CheckCApiOutcome(name, call(capi, text.c_str(), COut(o_c), saved_c.c()), ran, outputs);
+}
+
+// docs/design.md §10: the C API's K-interval backward (lpattn_kint_backward) on the same call,
+// from the C++ forward's O and statistics.
+void CheckCApiKIntervalBackward(const Case& c, const KIntervalOptions& kint, const FuzzTensor& o,
+                                KIntervalSavedBuffers& saved, const Gradients& d, bool ran) {
+  const CApiOptions capi(c);
+  if (!capi.expressible) return;
+  const std::string text = COptionsText(kint);
+  Gradients d_c{PoisonedLike(d.dq), PoisonedLike(d.dk), PoisonedLike(d.dv)};
+  const lpattn_status status = lpattn_kint_backward(
+      &capi.shape, &capi.options, text.c_str(), CView(c.q), CView(c.k), CView(c.v), CView(o),
+      CView(c.d_o), saved.c(), COut(d_c.dq), COut(d_c.dk), COut(d_c.dv));
+  CheckCApiOutcome("K-interval backward", status, ran,
+                   {Pair("dQ", d.dq, d_c.dq), Pair("dK", d.dk, d_c.dk), Pair("dV", d.dv, d_c.dv)});
+}
+
+// Whether a K-interval row may flip (docs/design.md §10): nearest rounding, a rounded grid or a
+// low-precision P.
+bool KIntervalJumps(const KIntervalOptions& kint, const Precision& p) {
+  return kint.rounding == KIntervalRounding::kNearest || kint.grid != quant::Format::kFp32 ||
+         p.p != quant::Format::kFp32;
+}
+
+// docs/design.md §10: a K-interval forward's O against ReferenceKIntervalForward. A flip of
+// nearest rounding moves one weight by a factor e^h; the row's O stays within V's range. Scores
+// on a lattice (quantized operands, small D) put many coordinates exactly on half-nodes, where
+// float and double round either way: under nearest any row may flip.
+void CompareKIntervalForward(const std::string& name, const Case& c, const KIntervalOptions& kint,
+                             const FuzzTensor& o) {
+  const bool jumps = KIntervalJumps(kint, c.options.precision);
+  const size_t dim = size_t(c.shape.head_dim), rows = o.Dense().size() / dim;
+  const double tight = FloatBounds(c).forward;
+  const ReferenceKIntervalForwardResult ref =
+      ReferenceKIntervalForward(c.shape, c.options, kint, DenseInputs(c));
+  CompareRows((name + " O").c_str(), o.Dense(), ref.o, dim, tight,
+              jumps ? 2.0 * (1.0 + MaxAbs(c.v.Dense())) : tight,
+              kint.rounding == KIntervalRounding::kNearest ? rows : Flips(jumps, rows));
+}
+
+// docs/design.md §10: K-interval attention (docs/math.md §2) with options the input picks,
+// against ReferenceKIntervalForward and ReferenceKIntervalBackward.
+void FuzzKInterval(ByteReader& in) {
+  Case c = MakeCase(in, true);
+  AttentionShape& s = c.shape;
+  const KIntervalOptions kint = PickKInterval(in);
   c.options.precision = PickPrecision(in);
   const Precision& p = c.options.precision;
   const bool backward = in.Bool();
-  const bool jumps = kint.rounding == KIntervalRounding::kNearest ||
-                     kint.grid != quant::Format::kFp32 || p.p != quant::Format::kFp32;
+  const bool jumps = KIntervalJumps(kint, p);
   if (std::getenv("FUZZ_DEBUG")) {
     std::fprintf(stderr, "kint B%ld H%ld/%ld T%ldx%ld D%ld causal=%d scale=%g kint='%s' "
                  "precision='%s' backward=%d vscale=%g finite=%d\n",
@@ -579,45 +726,40 @@ void FuzzKInterval(ByteReader& in) {
 
   const size_t rows = size_t(s.batch * s.heads * s.q_len);
   FuzzTensor o = OutputLike(in, c.q);
-  GuardedArray<float> m(rows), R(rows), Z(rows), lse_exact(rows);
-  GuardedArray<int32_t> argmax(rows), argmin(rows);
-  const KIntervalSaved saved{m.data(), R.data(), Z.data(), lse_exact.data(), argmax.data(),
-                             argmin.data()};
+  KIntervalSavedBuffers saved(rows);
   const bool ran = Ran([&] {
-    KIntervalForward(s, c.options, kint, {c.q.cview(), c.k.cview(), c.v.cview(), o.view(), saved});
+    KIntervalForward(s, c.options, kint, {c.q.cview(), c.k.cview(), c.v.cview(), o.view(), saved.cpp()});
   });
   o.CheckUntouchedOutside("K-interval forward O");
-  for (const auto* a : {&m, &R, &Z, &lse_exact}) a->CheckGuards("K-interval saved statistics");
-  argmax.CheckGuards("K-interval argmax");
-  argmin.CheckGuards("K-interval argmin");
+  saved.CheckGuards();
+  CheckCApiKIntervalForward(
+      "K-interval forward", c, kint, o, saved, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, lpattn_kint_saved saved_c) {
+        return lpattn_kint_forward(&capi.shape, &capi.options, text, CView(c.q), CView(c.k),
+                                   CView(c.v), o_c, saved_c);
+      });
   if (!ran) return;
   Gradients d;
   if (backward) {
     d.Allocate(in, c);
     const KIntervalBackwardArgs args{c.q.cview(),   c.k.cview(), c.v.cview(),
-                                     o.cview(),     c.d_o.cview(), saved,
+                                     o.cview(),     c.d_o.cview(), saved.cpp(),
                                      d.dq.view(),   d.dk.view(), d.dv.view()};
     const bool ran_backward = Ran([&] { KIntervalBackward(s, c.options, kint, args); });
     d.CheckUntouchedOutside("K-interval backward");
+    CheckCApiKIntervalBackward(c, kint, o, saved, d, ran_backward);
     if (!ran_backward) return;
   }
   if (!InputsFinite(c)) return;
+  CompareKIntervalForward("K-interval", c, kint, o);
+  if (!backward) return;
   const Bounds bound = FloatBounds(c);
   const size_t dim = size_t(s.head_dim);
-  const ReferenceKIntervalForwardResult ref =
-      ReferenceKIntervalForward(s, c.options, kint, DenseInputs(c));
-  // A flip of nearest rounding moves one weight by a factor e^h; the row's O stays within V's
-  // range. Scores on a lattice (quantized operands, small D) put many coordinates exactly on
-  // half-nodes, where float and double round either way: under nearest any row may flip.
-  const bool nearest = kint.rounding == KIntervalRounding::kNearest;
-  CompareRows("K-interval O", o.Dense(), ref.o, dim, bound.forward,
-              jumps ? 2.0 * (1.0 + MaxAbs(c.v.Dense())) : bound.forward,
-              nearest ? rows : Flips(jumps, rows));
-  if (!backward) return;
   const ReferenceGradients grads =
       ReferenceKIntervalBackward(s, c.options, kint, DenseInputs(c), c.d_o.Dense());
   // The backward jumps at interior nodes (the chord's slope) and at ties of the extrema (the
   // calibration terms go to another key), besides the roundings: rows may flip, unbounded.
+  const bool nearest = kint.rounding == KIntervalRounding::kNearest;
   const bool rounded = jumps || !p.BackwardIsFp32();
   d.Compare("K-interval", grads, dim, bound.backward, rounded ? 5e-2 : 0.0, INFINITY, true,
             nearest ? 50 : rounded ? 5 : 1);
@@ -625,24 +767,143 @@ void FuzzKInterval(ByteReader& in) {
 
 // ---- thresholded attention ------------------------------------------------------------------
 
-// docs/design.md §10: thresholded (differential) attention (docs/math.md §3), one or two
-// views, against ReferenceThresholdForward and ReferenceThresholdBackward.
-void FuzzThreshold(ByteReader& in) {
-  Case c = MakeCase(in, true);
-  AttentionShape& s = c.shape;
+// docs/design.md §10: thresholded attention's options, as the input picks them.
+ThresholdOptions PickThreshold(ByteReader& in) {
   ThresholdOptions t;
   t.views = int(in.Range(1, 2));
   t.power = int(in.Range(1, 3));
   t.beta = double(in.Range(0, 32)) / 8.0;
   t.kappa = double(in.Range(1, 64)) / 8.0;
   t.l2_normalize = in.Pick(4) != 0;
+  return t;
+}
+
+// docs/design.md §10: the second view's queries and keys and the heads' lambda (read with two
+// views only).
+struct SecondView {
+  FuzzTensor q2, k2;
+  std::vector<float> lambda;
+  SecondView(ByteReader& in, Case& c) : q2(OutputLike(in, c.q)), k2(OutputLike(in, c.k)) {
+    Fill(q2, in, c.values);
+    Fill(k2, in, c.values);
+    for (int64_t h = 0; h < c.shape.heads; ++h) lambda.push_back(float(in.Range(-8, 24)) / 16.0f);
+  }
+  SecondView(FuzzTensor q, FuzzTensor k, std::vector<float> l)
+      : q2(std::move(q)), k2(std::move(k)), lambda(std::move(l)) {}
+};
+
+// A thresholded backward's outputs, each view's dQ and dK, dV, d_lambda and d_beta.
+struct ThresholdGradients {
+  FuzzTensor dq[2], dk[2], dv;
+  GuardedArray<float> d_lambda, d_beta;
+  explicit ThresholdGradients(size_t heads) : d_lambda(heads), d_beta(1) {}
+  // docs/design.md §10: fresh outputs in the same layouts, for the C API's call.
+  ThresholdGradients Poisoned() const {
+    ThresholdGradients g(d_lambda.n);
+    for (int view = 0; view < 2; ++view) {
+      g.dq[view] = PoisonedLike(dq[view]);
+      g.dk[view] = PoisonedLike(dk[view]);
+    }
+    g.dv = PoisonedLike(dv);
+    return g;
+  }
+  // docs/design.md §10: no write outside any of them.
+  void CheckUntouchedOutside() const {
+    for (int view = 0; view < 2; ++view) {
+      dq[view].CheckUntouchedOutside("threshold backward dQ");
+      dk[view].CheckUntouchedOutside("threshold backward dK");
+    }
+    dv.CheckUntouchedOutside("threshold backward dV");
+    d_lambda.CheckGuards("threshold backward d_lambda");
+    d_beta.CheckGuards("threshold backward d_beta");
+  }
+  // docs/design.md §10: all of them against another call's, for CheckCApiOutcome.
+  std::vector<OutputPair> Pairs(const ThresholdGradients& c) const {
+    return {Pair("dQ1", dq[0], c.dq[0]), Pair("dK1", dk[0], c.dk[0]), Pair("dQ2", dq[1], c.dq[1]),
+            Pair("dK2", dk[1], c.dk[1]), Pair("dV", dv, c.dv),        Pair("d_lambda", d_lambda, c.d_lambda),
+            Pair("d_beta", d_beta, c.d_beta)};
+  }
+};
+
+// docs/design.md §10: a thresholded forward of the C API, `call(capi, text, o, survivors)`
+// (in-call or cached, text FormatThreshold's), on fresh outputs, against the C++ call's O and
+// survivors.
+template <class Call>
+void CheckCApiThresholdForward(const std::string& name, const Case& c, const ThresholdOptions& t,
+                               const FuzzTensor& o, const GuardedArray<int32_t>& survivors,
+                               bool ran, const Call& call) {
+  const CApiOptions capi(c);
+  if (!capi.expressible) return;
+  const std::string text = COptionsText(t);
+  FuzzTensor o_c = PoisonedLike(o);
+  GuardedArray<int32_t> survivors_c(survivors.n);
+  CheckCApiOutcome(name, call(capi, text.c_str(), COut(o_c), survivors_c.data()), ran,
+                   {Pair("O", o, o_c), Pair("survivors", survivors, survivors_c)});
+}
+
+// docs/design.md §10: the C API's thresholded backward (lpattn_tda_backward: both views' dQ and
+// dK, dV, d_lambda, d_beta) on the same call.
+void CheckCApiThresholdBackward(const Case& c, const ThresholdOptions& t, const SecondView& second,
+                                const ThresholdGradients& g, bool ran) {
+  const CApiOptions capi(c);
+  if (!capi.expressible) return;
+  const std::string text = COptionsText(t);
+  ThresholdGradients g_c = g.Poisoned();
+  const lpattn_status status = lpattn_tda_backward(
+      &capi.shape, &capi.options, text.c_str(), CView(c.q), CView(c.k), CView(second.q2),
+      CView(second.k2), CView(c.v), CView(c.d_o), second.lambda.data(), COut(g_c.dq[0]),
+      COut(g_c.dk[0]), COut(g_c.dq[1]), COut(g_c.dk[1]), COut(g_c.dv), g_c.d_lambda.data(),
+      g_c.d_beta.data());
+  CheckCApiOutcome("threshold backward", status, ran, g.Pairs(g_c));
+}
+
+// What the thresholded backward's comparison takes from the forward's.
+struct ThresholdCheck {
+  ReferenceThresholdInputs dense;
+  double s_max = 0.0, tight = 0.0;
+  bool jumps = false;
+};
+
+// docs/design.md §10: a thresholded forward's O against ReferenceThresholdForward. Scores are
+// cosines times the scale with the L2 normalisation; the weights max(s - tau, 0)^p then reach
+// |scale|^p per key, summed over the keys.
+ThresholdCheck CompareThresholdForward(const std::string& name, const Case& c,
+                                       const ThresholdOptions& t, const SecondView& second,
+                                       const FuzzTensor& o) {
+  const AttentionShape& s = c.shape;
+  ThresholdCheck check;
+  check.dense.q[0] = c.q.Dense();
+  check.dense.k[0] = c.k.Dense();
+  check.dense.q[1] = second.q2.Dense();
+  check.dense.k[1] = second.k2.Dense();
+  check.dense.v = c.v.Dense();
+  check.dense.lambda_param.assign(second.lambda.begin(), second.lambda.end());
+  const size_t dim = size_t(s.head_dim), rows = size_t(s.batch * s.heads * s.q_len);
+  const double scale = ThresholdScale(c.options);
+  check.s_max = t.l2_normalize ? std::abs(scale) : ScoreBound(c, scale);
+  const double w_max = std::pow(1.0 + check.s_max + t.beta, t.power) * double(s.kv_len);
+  const double v_max = 1.0 + MaxAbs(c.v.Dense());
+  const double rel = std::ldexp(1.0, -15) * (1.0 + double(s.head_dim) / 16.0);
+  const Precision& p = c.options.precision;
+  check.jumps = p.p != quant::Format::kFp32 || !p.BackwardIsFp32();
+  const ReferenceThresholdForwardResult ref = ReferenceThresholdForward(s, c.options, t, check.dense);
+  check.tight = rel * w_max * v_max * (1.0 + check.s_max);
+  CompareRows((name + " O").c_str(), o.Dense(), ref.o, dim, check.tight,
+              check.jumps ? INFINITY : check.tight, Flips(check.jumps, rows));
+  return check;
+}
+
+// docs/design.md §10: thresholded (differential) attention (docs/math.md §3), one or two
+// views, against ReferenceThresholdForward and ReferenceThresholdBackward.
+void FuzzThreshold(ByteReader& in) {
+  Case c = MakeCase(in, true);
+  AttentionShape& s = c.shape;
+  const ThresholdOptions t = PickThreshold(in);
   c.options.precision = PickPrecision(in);
   const bool backward = in.Bool();
-  FuzzTensor q2 = OutputLike(in, c.q), k2 = OutputLike(in, c.k);
-  Fill(q2, in, c.values);
-  Fill(k2, in, c.values);
-  std::vector<float> lambda;
-  for (int64_t h = 0; h < s.heads; ++h) lambda.push_back(float(in.Range(-8, 24)) / 16.0f);
+  const SecondView second(in, c);
+  const FuzzTensor &q2 = second.q2, &k2 = second.k2;
+  const std::vector<float>& lambda = second.lambda;
 
   ThresholdForwardArgs args;
   args.q[0] = c.q.cview();
@@ -658,9 +919,16 @@ void FuzzThreshold(ByteReader& in) {
   const bool ran = Ran([&] { ThresholdForward(s, c.options, t, args); });
   o.CheckUntouchedOutside("threshold forward O");
   survivors.CheckGuards("threshold survivors");
+  CheckCApiThresholdForward(
+      "threshold forward", c, t, o, survivors, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, int32_t* survivors_c) {
+        return lpattn_tda_forward(&capi.shape, &capi.options, text, CView(c.q), CView(c.k),
+                                  CView(second.q2), CView(second.k2), CView(c.v),
+                                  second.lambda.data(), o_c, survivors_c);
+      });
   if (!ran) return;
-  FuzzTensor dq[2], dk[2], dv;
-  GuardedArray<float> d_lambda(size_t(s.heads)), d_beta(1);
+  ThresholdGradients g(size_t(s.heads));
+  FuzzTensor(&dq)[2] = g.dq, (&dk)[2] = g.dk, &dv = g.dv;
   if (backward) {
     ThresholdBackwardArgs b;
     for (int view = 0; view < 2; ++view) {
@@ -676,40 +944,20 @@ void FuzzThreshold(ByteReader& in) {
     b.lambda_param = lambda.data();
     dv = OutputLike(in, c.v);
     b.dv = dv.view();
-    b.d_lambda = d_lambda.data();
-    b.d_beta = d_beta.data();
+    b.d_lambda = g.d_lambda.data();
+    b.d_beta = g.d_beta.data();
     const bool ran_backward = Ran([&] { ThresholdBackward(s, c.options, t, b); });
-    for (int view = 0; view < 2; ++view) {
-      dq[view].CheckUntouchedOutside("threshold backward dQ");
-      dk[view].CheckUntouchedOutside("threshold backward dK");
-    }
-    dv.CheckUntouchedOutside("threshold backward dV");
-    d_lambda.CheckGuards("threshold backward d_lambda");
-    d_beta.CheckGuards("threshold backward d_beta");
+    g.CheckUntouchedOutside();
+    CheckCApiThresholdBackward(c, t, second, g, ran_backward);
     if (!ran_backward) return;
   }
   if (!InputsFinite(c) || !AllFinite(q2.Dense()) || !AllFinite(k2.Dense())) return;
-  ReferenceThresholdInputs dense;
-  dense.q[0] = c.q.Dense();
-  dense.k[0] = c.k.Dense();
-  dense.q[1] = q2.Dense();
-  dense.k[1] = k2.Dense();
-  dense.v = c.v.Dense();
-  dense.lambda_param.assign(lambda.begin(), lambda.end());
+  const ThresholdCheck check = CompareThresholdForward("threshold", c, t, second, o);
   const size_t dim = size_t(s.head_dim), rows = size_t(s.batch * s.heads * s.q_len);
   const double scale = ThresholdScale(c.options);
-  // Scores are cosines times the scale with the L2 normalisation; the weights max(s - tau, 0)^p
-  // then reach |scale|^p per key, summed over the keys.
-  const double s_max = t.l2_normalize ? std::abs(scale) : ScoreBound(c, scale);
-  const double w_max = std::pow(1.0 + s_max + t.beta, t.power) * double(s.kv_len);
-  const double v_max = 1.0 + MaxAbs(c.v.Dense());
-  const double rel = std::ldexp(1.0, -15) * (1.0 + double(s.head_dim) / 16.0);
-  const Precision& p = c.options.precision;
-  const bool jumps = p.p != quant::Format::kFp32 || !p.BackwardIsFp32();
-  const ReferenceThresholdForwardResult ref = ReferenceThresholdForward(s, c.options, t, dense);
-  const double tight = rel * w_max * v_max * (1.0 + s_max);
-  CompareRows("threshold O", o.Dense(), ref.o, dim, tight, jumps ? INFINITY : tight,
-              Flips(jumps, rows));
+  const ReferenceThresholdInputs& dense = check.dense;
+  const double s_max = check.s_max, tight = check.tight;
+  const bool jumps = check.jumps;
   if (!backward) return;
   const ReferenceThresholdGradients grads =
       ReferenceThresholdBackward(s, c.options, t, dense, c.d_o.Dense());
@@ -724,6 +972,432 @@ void FuzzThreshold(ByteReader& in) {
   }
   CompareRows("threshold dV", dv.Dense(), grads.dv, dim, g_tight, INFINITY,
               Flips(true, grads.dv.size() / dim) * 2);
+}
+
+// ---- the forwards over a KvCache ---------------------------------------------------------------
+
+// docs/design.md §10: a cache for the case's K and V, contiguous or paged in either layout,
+// every format, with spare capacity.
+KvCacheConfig PickCacheConfig(ByteReader& in, const AttentionShape& s) {
+  KvCacheConfig config;
+  config.sequences = s.batch;
+  config.kv_heads = s.kv_heads;
+  config.head_dim = s.head_dim;
+  config.capacity = s.kv_len + in.Range(0, 8);
+  config.k_format = kFormats[in.Pick(6)];
+  config.v_format = kFormats[in.Pick(6)];
+  if (in.Bool()) {
+    config.block_size = int64_t(1) << in.Range(0, 5);
+    config.blocks = s.batch * ((config.capacity + config.block_size - 1) / config.block_size);
+    config.layout = in.Bool() ? PagedLayout::kHeadMajor : PagedLayout::kTokenMajor;
+  }
+  return config;
+}
+
+// Tokens [from, from + n) of batch b of t as a dense [1, heads, n, dim] tensor.
+FuzzTensor SliceTokens(const FuzzTensor& t, int64_t b, int64_t from, int64_t n) {
+  FuzzTensor x = FuzzTensor::DenseLayout(1, t.heads, n, t.dim);
+  for (int64_t h = 0; h < t.heads; ++h)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < t.dim; ++c) x.buffer[x.Offset(0, h, i, c)] = t.buffer[t.Offset(b, h, from + i, c)];
+  return x;
+}
+
+// docs/design.md §10: a cached call's batch as the input picks it: the slot each sequence reads
+// (in order or reversed), each slot's keys (ragged: the first kv_lens[slot] <= kv_len of the
+// case's), and each sequence's queries (ragged: its first q_lens[b] <= q_len, packed along the
+// tokens of a [1, heads, total, dim] tensor at q_offsets[b], as cu_seqlens).
+struct CachedBatch {
+  std::vector<int64_t> slots, kv_lens, q_lens, q_offsets;  // q_offsets empty: not ragged
+  FuzzTensor packed;  // the ragged queries' layout (and their outputs')
+  size_t rows = 0;    // lse's rows: heads x the call's query tokens
+
+  CachedBatch(ByteReader& in, const Case& c) {
+    const AttentionShape& s = c.shape;
+    const bool reversed = in.Bool(), ragged_kv = in.Bool(), ragged_q = in.Bool();
+    for (int64_t b = 0; b < s.batch; ++b) {
+      slots.push_back(reversed ? s.batch - 1 - b : b);
+      kv_lens.push_back(ragged_kv ? in.Range(1, s.kv_len) : s.kv_len);
+      q_lens.push_back(ragged_q ? in.Range(1, s.q_len) : s.q_len);
+    }
+    if (ragged_q) {
+      q_offsets.push_back(0);
+      for (int64_t n : q_lens) q_offsets.push_back(q_offsets.back() + n);
+      packed = FuzzTensor(in, 1, s.heads, q_offsets.back(), s.head_dim);
+    }
+    rows = size_t(s.heads * (ragged_q ? q_offsets.back() : s.batch * s.q_len));
+  }
+  const int64_t* sequences() const { return slots.data(); }
+  const int64_t* offsets() const { return q_offsets.empty() ? nullptr : q_offsets.data(); }
+  // The call's queries from the case's [batch, heads, q_len, dim] ones q.
+  FuzzTensor Queries(const FuzzTensor& q) const {
+    if (q_offsets.empty()) return q;
+    FuzzTensor x = packed;
+    for (size_t b = 0; b < q_lens.size(); ++b)
+      for (int64_t h = 0; h < q.heads; ++h)
+        for (int64_t i = 0; i < q_lens[b]; ++i)
+          for (int64_t d = 0; d < q.dim; ++d)
+            x.buffer[x.Offset(0, h, q_offsets[b] + i, d)] = q.buffer[q.Offset(int64_t(b), h, i, d)];
+    return x;
+  }
+  // A poisoned output for the call in the layout the input picks (ragged: the packed one).
+  FuzzTensor Output(ByteReader& in, const FuzzTensor& q) const {
+    return q_offsets.empty() ? OutputLike(in, q) : PoisonedLike(packed);
+  }
+  // docs/design.md §10: f(b, case, o_b, lse_b) for each sequence b of the call: b as a case of
+  // its own (batch 1, its slot's keys, its queries), its rows of the call's output o and of lse
+  // (null: none), for the references.
+  template <class F>
+  void ForEachSequence(const Case& c, const FuzzTensor& o, const GuardedArray<float>* lse,
+                       const F& f) const {
+    for (size_t b = 0; b < slots.size(); ++b) {
+      Case sc = c;
+      sc.shape.batch = 1;
+      sc.shape.q_len = q_lens[b];
+      sc.shape.kv_len = kv_lens[size_t(slots[b])];
+      sc.q = SliceTokens(c.q, int64_t(b), 0, sc.shape.q_len);
+      sc.d_o = SliceTokens(c.d_o, int64_t(b), 0, sc.shape.q_len);
+      sc.k = SliceTokens(c.k, slots[b], 0, sc.shape.kv_len);
+      sc.v = SliceTokens(c.v, slots[b], 0, sc.shape.kv_len);
+      const int64_t first = q_offsets.empty() ? int64_t(b) * c.shape.q_len : q_offsets[b];
+      const FuzzTensor o_b = q_offsets.empty() ? SliceTokens(o, int64_t(b), 0, sc.shape.q_len)
+                                               : SliceTokens(o, 0, first, sc.shape.q_len);
+      GuardedArray<float> lse_b(lse ? size_t(c.shape.heads * sc.shape.q_len) : 0);
+      if (lse) std::copy_n(lse->data() + c.shape.heads * first, lse_b.n, lse_b.data());
+      f(b, sc, o_b, lse_b);
+    }
+  }
+};
+
+// Throws the C API's refusal as the C++ API's (docs/design.md §10), so that Ran reads both
+// alike; any other failure is a finding.
+void Require(lpattn_status status) {
+  if (status == LPATTN_ERROR_INVALID_ARGUMENT) throw std::invalid_argument(lpattn_last_error());
+  if (status != LPATTN_OK) Finding(std::string("the C API failed: ") + lpattn_last_error());
+}
+
+// docs/design.md §10: how a cache is filled through either API: when paged, each slot's blocks
+// in reverse order (so a table is not the identity), then its first kv_lens[slot] tokens of k
+// and v appended in two pieces (so appending after existing tokens is exercised).
+// set_table(slot, blocks, count) and append(slot, tokens, k, v) throw a refusal.
+template <class SetTable, class Append>
+void FillSlots(const KvCacheConfig& config, const std::vector<int64_t>& kv_lens,
+               const FuzzTensor& k, const FuzzTensor& v, const SetTable& set_table,
+               const Append& append) {
+  const int64_t per_slot =
+      (config.capacity + config.block_size - 1) / std::max<int64_t>(config.block_size, 1);
+  for (int64_t b = 0; b < config.sequences; ++b) {
+    if (config.block_size > 0) {
+      std::vector<int32_t> table;
+      for (int64_t i = per_slot - 1; i >= 0; --i) table.push_back(int32_t(b * per_slot + i));
+      set_table(b, table.data(), per_slot);
+    }
+    const auto piece = [&](const FuzzTensor& t, int64_t from) {
+      return ConstTensor{t.data() + b * t.strides.batch + from * t.strides.token, t.strides};
+    };
+    const int64_t first = kv_lens[size_t(b)] / 2;
+    if (first > 0) append(b, first, piece(k, 0), piece(v, 0));
+    append(b, kv_lens[size_t(b)] - first, piece(k, first), piece(v, first));
+  }
+}
+
+lpattn_const_tensor CView(const ConstTensor& t) {
+  return {t.data, t.strides.batch, t.strides.head, t.strides.token};
+}
+
+// docs/design.md §10: the same cache built through the C++ API (KvCache) and through the C API
+// (lpattn_kv_cache_create, _set_block_table, _append), which must refuse alike; then every
+// slot must hold the tokens appended (lpattn_kv_cache_length, KvCache::Length) and read back
+// through both (KvCache::Read, lpattn_kv_cache_read) must give the same bits,
+// write nothing outside the views, and give the values appended: exactly in fp32, bf16 and
+// fp16, whose values the case's are, and in the 8-bit formats within their rounding (an eighth
+// of the value, fp8 e5m2's half step, plus a step of int8's scale amax / 127 of the token's
+// row in its head).
+struct CachePair {
+  std::optional<KvCache> cpp;
+  lpattn_kv_cache* c = nullptr;
+  bool built = false;
+
+  CachePair(const KvCacheConfig& config, const std::vector<int64_t>& kv_lens, const FuzzTensor& k,
+            const FuzzTensor& v) {
+    built = Ran([&] {
+      cpp.emplace(config);
+      FillSlots(config, kv_lens, k, v,
+                [&](int64_t b, const int32_t* t, int64_t n) { cpp->SetBlockTable(b, t, n, 0); },
+                [&](int64_t b, int64_t n, ConstTensor kp, ConstTensor vp) { cpp->Append(b, n, kp, vp); });
+    });
+    const bool c_built = Ran([&] {
+      lpattn_kv_cache_config cc;
+      lpattn_kv_cache_default_config(&cc);
+      cc = {config.sequences, config.kv_heads, config.head_dim, config.capacity,
+            quant::FormatName(config.k_format), quant::FormatName(config.v_format),
+            config.block_size, config.blocks,
+            config.layout == PagedLayout::kHeadMajor ? LPATTN_PAGED_HEAD_MAJOR : LPATTN_PAGED_TOKEN_MAJOR,
+            config.keys_only};
+      Require(lpattn_kv_cache_create(&cc, &c));
+      FillSlots(config, kv_lens, k, v,
+                [&](int64_t b, const int32_t* t, int64_t n) {
+                  Require(lpattn_kv_cache_set_block_table(c, b, t, n, 0));
+                },
+                [&](int64_t b, int64_t n, ConstTensor kp, ConstTensor vp) {
+                  Require(lpattn_kv_cache_append(c, b, n, CView(kp), CView(vp)));
+                });
+    });
+    if (built != c_built) {
+      Finding(std::string("the C API ") + (built ? "refused" : "built") + " a cache the C++ API " +
+              (built ? "built" : "refused"));
+    }
+    if (!built) return;
+    for (int64_t b = 0; b < config.sequences; ++b) {
+      int64_t length = -1;
+      Require(lpattn_kv_cache_length(c, b, &length));
+      if (length != kv_lens[size_t(b)] || cpp->Length(b) != length) {
+        Finding("a slot's length is not the tokens appended (lpattn_kv_cache_length, Length)");
+      }
+      CheckReadBack(config, b, kv_lens[size_t(b)], k, false);
+      if (!config.keys_only) CheckReadBack(config, b, kv_lens[size_t(b)], v, true);
+    }
+  }
+  ~CachePair() { lpattn_kv_cache_free(c); }
+  CachePair(const CachePair&) = delete;
+  CachePair& operator=(const CachePair&) = delete;
+
+  // docs/design.md §10: slot b's K (or V) read back through both APIs.
+  void CheckReadBack(const KvCacheConfig& config, int64_t b, int64_t n, const FuzzTensor& appended,
+                     bool values) const {
+    FuzzTensor got = FuzzTensor::DenseLayout(1, config.kv_heads, n, config.head_dim);
+    FuzzTensor got_c = got;
+    const Tensor none{nullptr, got.strides};
+    cpp->Read(b, 0, n, values ? none : got.view(), values ? got.view() : none);
+    const lpattn_tensor none_c{nullptr, 0, 0, 0};
+    Require(lpattn_kv_cache_read(c, b, 0, n, values ? none_c : COut(got_c), values ? COut(got_c) : none_c));
+    got.CheckUntouchedOutside("cache read");
+    CheckCApiOutcome(values ? "cache read of V" : "cache read of K", LPATTN_OK, true,
+                     {Pair("", got, got_c)});
+    const bool scaled = quant::FormatIsScaled(values ? config.v_format : config.k_format);
+    const FuzzTensor want = SliceTokens(appended, b, 0, n);
+    const size_t dim = size_t(config.head_dim);
+    for (size_t row = 0; row < size_t(config.kv_heads * n); ++row) {
+      const size_t first = size_t(kGuard) + row * dim;
+      const std::vector<double> x(want.buffer.begin() + first, want.buffer.begin() + first + dim);
+      if (!AllFinite(x)) continue;
+      const double step = scaled ? MaxAbs(x) / 127.0 : 0.0;
+      for (size_t i = first; i < first + dim; ++i) {
+        const double bound = scaled ? 0.125 * std::abs(want.buffer[i]) + step : 0.0;
+        if (!(std::abs(double(got.buffer[i]) - want.buffer[i]) <= bound)) {  // NaN included
+          Finding(std::string("the cache read back ") + (values ? "V " : "K ") +
+                  std::to_string(got.buffer[i]) + " for " + std::to_string(want.buffer[i]));
+        }
+      }
+    }
+  }
+};
+
+// A tensor's elements as bf16 or fp16 codes (an engine's activations) in the tensor's layout,
+// the rest of the buffer poisoned (docs/design.md §10).
+struct Codes16 {
+  FuzzTensor layout;
+  quant::Format format;
+  std::vector<uint16_t> buffer;
+  static constexpr uint16_t kPoison16 = 0xa5a5;
+  // `encode`: t's elements; otherwise all poison (an output).
+  Codes16(const FuzzTensor& t, quant::Format f, bool encode)
+      : layout(t), format(f), buffer(t.buffer.size(), kPoison16) {
+    if (!encode) return;
+    const std::vector<bool> inside = t.Inside();
+    for (size_t i = 0; i < buffer.size(); ++i) {
+      if (inside[i]) buffer[i] = f == quant::Format::kBf16 ? quant::EncodeBf16(t.buffer[i]) : quant::EncodeFp16(t.buffer[i]);
+    }
+  }
+  uint16_t* data() { return buffer.data() + kGuard; }
+  const uint16_t* data() const { return buffer.data() + kGuard; }
+  const Strides& strides() const { return layout.strides; }
+  // The elements decoded to floats, in the layout's tensor.
+  FuzzTensor Decoded() const {
+    FuzzTensor x = layout;
+    const std::vector<bool> inside = layout.Inside();
+    for (size_t i = 0; i < buffer.size(); ++i) {
+      if (inside[i]) x.buffer[i] = format == quant::Format::kBf16 ? quant::DecodeBf16(buffer[i]) : quant::DecodeFp16(buffer[i]);
+    }
+    return x;
+  }
+  void CheckUntouchedOutside(const char* name) const {
+    const std::vector<bool> inside = layout.Inside();
+    for (size_t i = 0; i < buffer.size(); ++i) {
+      if (!inside[i] && buffer[i] != kPoison16) {
+        Finding(std::string(name) + ": write outside the output at code " + std::to_string(i));
+      }
+    }
+  }
+};
+
+// docs/design.md §10: the exact forward over the cache with float Q and O (ExactForward,
+// lpattn_exact_forward_cached), against ReferenceExactForward per sequence.
+void FuzzCachedExact(ByteReader& in, const Case& c, const CachedBatch& batch, const CachePair& caches) {
+  const FuzzTensor q = batch.Queries(c.q);
+  FuzzTensor o = batch.Output(in, c.q);
+  GuardedArray<float> lse(batch.rows);
+  const bool ran = Ran([&] {
+    ExactForward(c.shape, c.options, q.cview(), *caches.cpp, o.view(), lse.data(),
+                 batch.sequences(), batch.offsets());
+  });
+  o.CheckUntouchedOutside("cached forward O");
+  lse.CheckGuards("cached forward lse");
+  CheckCApiExactForward("cached exact forward", c, o, lse, ran,
+                        [&](const CApiOptions& capi, lpattn_tensor o_c, float* lse_c) {
+                          return lpattn_exact_forward_cached(&capi.shape, &capi.options, CView(q),
+                                                             caches.c, batch.sequences(),
+                                                             batch.offsets(), o_c, lse_c);
+                        });
+  if (!ran || !InputsFinite(c)) return;
+  batch.ForEachSequence(c, o, &lse, [](size_t, const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>& lse_b) {
+    CompareExactForward("cached", sc, o_b, lse_b, false, 0.0);
+  });
+}
+
+// docs/design.md §10: the same with Q and O in bf16 or fp16 (ExactForward over ConstTensor16,
+// lpattn_exact_forward_cached16): Q's values are exact in either format, O is rounded once at
+// the end, so the reference's bound grows by half a step of O's format.
+void FuzzCachedExact16(ByteReader& in, const Case& c, const CachedBatch& batch, const CachePair& caches) {
+  const quant::Format q_format = in.Bool() ? quant::Format::kFp16 : quant::Format::kBf16;
+  const quant::Format o_format = in.Bool() ? quant::Format::kFp16 : quant::Format::kBf16;
+  const Codes16 q(batch.Queries(c.q), q_format, true);
+  Codes16 o(batch.Output(in, c.q), o_format, false);
+  GuardedArray<float> lse(batch.rows);
+  const bool ran = Ran([&] {
+    ExactForward(c.shape, c.options, ConstTensor16{q.data(), q.strides(), q_format}, *caches.cpp,
+                 Tensor16{o.data(), o.strides(), o_format}, lse.data(), batch.sequences(),
+                 batch.offsets());
+  });
+  o.CheckUntouchedOutside("cached16 forward O");
+  lse.CheckGuards("cached16 forward lse");
+  if (const CApiOptions capi(c); capi.expressible) {
+    Codes16 o_c(o.layout, o_format, false);
+    GuardedArray<float> lse_c(lse.n);
+    const Strides& qs = q.strides();
+    const Strides& os = o.strides();
+    const lpattn_status status = lpattn_exact_forward_cached16(
+        &capi.shape, &capi.options,
+        lpattn_const_tensor16{q.data(), qs.batch, qs.head, qs.token, quant::FormatName(q_format)},
+        caches.c, batch.sequences(), batch.offsets(),
+        lpattn_tensor16{o_c.data(), os.batch, os.head, os.token, quant::FormatName(o_format)},
+        lse_c.data());
+    CheckCApiOutcome("cached16 exact forward", status, ran, {Pair("O", o, o_c), Pair("lse", lse, lse_c)});
+  }
+  if (!ran || !InputsFinite(c)) return;
+  const double half_step = std::ldexp(1.0, o_format == quant::Format::kBf16 ? -8 : -11);
+  batch.ForEachSequence(c, o.Decoded(), &lse,
+                        [&](size_t, const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>& lse_b) {
+                          CompareExactForward("cached16", sc, o_b, lse_b, false, half_step);
+                        });
+}
+
+// docs/design.md §10: the K-interval forward over the cache (KIntervalForward,
+// lpattn_kint_forward_cached), against ReferenceKIntervalForward per sequence.
+void FuzzCachedKInterval(ByteReader& in, const Case& c, const CachedBatch& batch, const CachePair& caches) {
+  const KIntervalOptions kint = PickKInterval(in);
+  const FuzzTensor q = batch.Queries(c.q);
+  FuzzTensor o = batch.Output(in, c.q);
+  KIntervalSavedBuffers saved(batch.rows);
+  const bool ran = Ran([&] {
+    KIntervalForward(c.shape, c.options, kint, q.cview(), *caches.cpp, o.view(), saved.cpp(),
+                     batch.sequences(), batch.offsets());
+  });
+  o.CheckUntouchedOutside("cached K-interval forward O");
+  saved.CheckGuards();
+  CheckCApiKIntervalForward(
+      "cached K-interval forward", c, kint, o, saved, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, lpattn_kint_saved saved_c) {
+        return lpattn_kint_forward_cached(&capi.shape, &capi.options, text, CView(q), caches.c,
+                                          batch.sequences(), batch.offsets(), o_c, saved_c);
+      });
+  if (!ran || !InputsFinite(c)) return;
+  batch.ForEachSequence(c, o, nullptr, [&](size_t, const Case& sc, const FuzzTensor& o_b, const GuardedArray<float>&) {
+    CompareKIntervalForward("cached K-interval", sc, kint, o_b);
+  });
+}
+
+// docs/design.md §10: the thresholded forward over the cache, one view or two (the second's
+// keys in a keys-only cache built alike), through ThresholdForward and
+// lpattn_tda_forward_cached, against ReferenceThresholdForward per sequence.
+void FuzzCachedThreshold(ByteReader& in, Case& c, const KvCacheConfig& config,
+                         const CachedBatch& batch, const CachePair& caches) {
+  const ThresholdOptions t = PickThreshold(in);
+  const SecondView second(in, c);
+  std::optional<CachePair> second_keys;
+  if (t.views == 2) {
+    KvCacheConfig keys = config;
+    keys.keys_only = true;
+    second_keys.emplace(keys, batch.kv_lens, second.k2, second.k2);
+    if (!second_keys->built) return;
+  }
+  const FuzzTensor q1 = batch.Queries(c.q), q2 = batch.Queries(second.q2);
+  FuzzTensor o = batch.Output(in, c.q);
+  GuardedArray<int32_t> survivors(size_t(t.views) * batch.rows);
+  ThresholdCachedArgs args;
+  args.q[0] = q1.cview();
+  args.q[1] = q2.cview();
+  args.second_keys = second_keys ? &*second_keys->cpp : nullptr;
+  args.lambda_param = second.lambda.data();
+  args.o = o.view();
+  args.survivors = survivors.data();
+  const bool ran = Ran([&] {
+    ThresholdForward(c.shape, c.options, t, *caches.cpp, args, batch.sequences(), batch.offsets());
+  });
+  o.CheckUntouchedOutside("cached threshold forward O");
+  survivors.CheckGuards("cached threshold survivors");
+  CheckCApiThresholdForward(
+      "cached threshold forward", c, t, o, survivors, ran,
+      [&](const CApiOptions& capi, const char* text, lpattn_tensor o_c, int32_t* survivors_c) {
+        return lpattn_tda_forward_cached(&capi.shape, &capi.options, text, CView(q1), CView(q2),
+                                         caches.c, second_keys ? second_keys->c : nullptr,
+                                         batch.sequences(), batch.offsets(),
+                                         second.lambda.data(), o_c, survivors_c);
+      });
+  if (!ran || !InputsFinite(c) || !AllFinite(second.q2.Dense()) || !AllFinite(second.k2.Dense())) {
+    return;
+  }
+  batch.ForEachSequence(c, o, nullptr, [&](size_t b, const Case& sc, const FuzzTensor& o_b,
+                                           const GuardedArray<float>&) {
+    const SecondView sequence(SliceTokens(second.q2, int64_t(b), 0, sc.shape.q_len),
+                              SliceTokens(second.k2, batch.slots[b], 0, sc.shape.kv_len),
+                              second.lambda);
+    CompareThresholdForward("cached threshold", sc, t, sequence, o_b);
+  });
+}
+
+// docs/design.md §10: a cache the input picks, built and read back through both APIs, and one
+// of the forwards over it, with the precision the cached K and V have.
+void FuzzCached(ByteReader& in, Case& c, CachedCall call) {
+  const KvCacheConfig config = PickCacheConfig(in, c.shape);
+  c.options.precision = CachePrecision(config);
+  const CachedBatch batch(in, c);
+  if (std::getenv("FUZZ_DEBUG")) {
+    const AttentionShape& s = c.shape;
+    std::fprintf(stderr, "cached call=%d B%ld H%ld/%ld T%ldx%ld D%ld causal=%d k=%s v=%s block=%ld "
+                 "reversed=%d ragged_q=%d sink=%d finite=%d\n",
+                 int(call), long(s.batch), long(s.heads), long(s.kv_heads), long(s.q_len),
+                 long(s.kv_len), long(s.head_dim), int(c.options.causal),
+                 quant::FormatName(config.k_format), quant::FormatName(config.v_format),
+                 long(config.block_size), int(batch.slots[0] != 0), int(batch.offsets() != nullptr),
+                 int(c.options.sink), int(c.values.finite));
+  }
+  const CachePair caches(config, batch.kv_lens, c.k, c.v);
+  if (!caches.built) return;
+  switch (call) {
+    case CachedCall::kExact: FuzzCachedExact(in, c, batch, caches); break;
+    case CachedCall::kExact16: FuzzCachedExact16(in, c, batch, caches); break;
+    case CachedCall::kKInterval: FuzzCachedKInterval(in, c, batch, caches); break;
+    case CachedCall::kThreshold: FuzzCachedThreshold(in, c, config, batch, caches); break;
+  }
+}
+
+// docs/design.md §10: selectors 5-7, a cached forward other than the float exact one; sinks
+// only where the call takes them (K-interval and thresholded attention refuse them).
+void FuzzCachedCall(ByteReader& in, CachedCall call) {
+  Case c = MakeCase(in, true);
+  if (call == CachedCall::kExact16) PickSink(in, c);
+  FuzzCached(in, c, call);
 }
 
 // ---- value gates --------------------------------------------------------------------------
@@ -797,12 +1471,15 @@ void FuzzValueGate(ByteReader& in) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace lpattn::fuzz;
   ByteReader in(data, size);
-  switch (in.Byte() % 5) {
+  switch (in.Byte() % 8) {
     case 0: FuzzExact(in); break;
     case 1: FuzzStoredKv(in); break;
     case 2: FuzzKInterval(in); break;
     case 3: FuzzThreshold(in); break;
     case 4: FuzzValueGate(in); break;
+    case 5: FuzzCachedCall(in, CachedCall::kExact16); break;
+    case 6: FuzzCachedCall(in, CachedCall::kKInterval); break;
+    case 7: FuzzCachedCall(in, CachedCall::kThreshold); break;
   }
   return 0;
 }
