@@ -71,6 +71,10 @@ cmake -S "$source_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$build_dir" -j"$jobs" --target "$target"
 echo "== built in $((SECONDS - start)) s"
 
+# Emulated SVE runs the kernels' products about ten times slower than emulated NEON (qemu
+# executes each SVE load and FMA out of line): the longest test takes about 11 minutes there, so
+# each test gets LPATTN_QEMU_TIMEOUT seconds (default 1800) instead of ctest's 600.
+timeout=${LPATTN_QEMU_TIMEOUT:-1800}
 # cmake/qemu_aarch64.sh, ctest's emulator, reads the CPU from LPATTN_QEMU_CPU.
 read -r -a cpus <<<"${LPATTN_QEMU_CPUS:-max,sve-max-vq=2 max,sve=off}"
 for cpu in "${cpus[@]}"; do
@@ -84,7 +88,7 @@ for cpu in "${cpus[@]}"; do
     echo "== kernel tests under qemu-aarch64 -cpu $cpu: ${ctest_filter[*]:-all} ${CTEST_ARGS:-}"
     # shellcheck disable=SC2086
     LPATTN_QEMU_CPU=$cpu ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" \
-      "${ctest_filter[@]}" ${CTEST_ARGS:-}
+      --timeout "$timeout" "${ctest_filter[@]}" ${CTEST_ARGS:-}
   fi
   echo "== ran in $((SECONDS - start)) s on -cpu $cpu"
 done

@@ -54,33 +54,72 @@ inline constexpr size_t kMicroVecs = 2;
 #endif
 inline constexpr size_t kIntMicroVecs = 2;
 
+#if HWY_HAVE_SCALABLE
+// The register tile for sizeless vectors (SVE), which no array holds (docs/design.md §11): up to
+// kMicroRows x 2 accumulators as named locals, acc_r_v for row r and vector v; rows and vectors
+// past kRows and kVecs are compiled out. The loads and sums are the fixed-size tile's below, in
+// the same order, so both compute the same values.
+#define LPATTN_TILE_ROW(r)                                                                   \
+  V acc_##r##_0 = hn::Zero(d), acc_##r##_1 = hn::Zero(d);                                    \
+  if constexpr (kAccumulate && r < kRows) {                                                  \
+    acc_##r##_0 = hn::LoadU(d, c_row + r * c_stride);                                        \
+    if constexpr (kVecs > 1) acc_##r##_1 = hn::LoadU(d, c_row + r * c_stride + N);           \
+  }
+#define LPATTN_TILE_STEP(r)                                                                  \
+  if constexpr (r < kRows) {                                                                 \
+    const V av = hn::Set(d, a_ptr[r * a.row_stride]);                                        \
+    acc_##r##_0 = hn::MulAdd(av, b0, acc_##r##_0);                                           \
+    if constexpr (kVecs > 1) acc_##r##_1 = hn::MulAdd(av, b1, acc_##r##_1);                  \
+  }
+#define LPATTN_TILE_STORE(r)                                                                 \
+  if constexpr (r < kRows) {                                                                 \
+    hn::StoreU(acc_##r##_0, d, c_row + r * c_stride);                                        \
+    if constexpr (kVecs > 1) hn::StoreU(acc_##r##_1, d, c_row + r * c_stride + N);           \
+  }
+template <size_t kRows, size_t kVecs, bool kAccumulate, class D>
+HWY_INLINE void MicroTileNamed(D d, size_t N, const LhsView& a, size_t r0, const RhsView& b,
+                               size_t c0, float* c_row, size_t c_stride, size_t k_begin,
+                               size_t k_end) {
+  static_assert(kRows <= 6 && kVecs <= 2, "named accumulators for up to 6 x 2");
+  using V = hn::Vec<D>;
+  LPATTN_TILE_ROW(0) LPATTN_TILE_ROW(1) LPATTN_TILE_ROW(2)
+  LPATTN_TILE_ROW(3) LPATTN_TILE_ROW(4) LPATTN_TILE_ROW(5)
+  const float* a_ptr = a.data + r0 * a.row_stride + k_begin * a.inner_stride;
+  const float* b_ptr = b.data + k_begin * b.row_stride + c0;
+  for (size_t k = k_begin; k < k_end; ++k) {
+    const V b0 = hn::LoadU(d, b_ptr);
+    const V b1 = kVecs > 1 ? hn::LoadU(d, b_ptr + N) : b0;
+    LPATTN_TILE_STEP(0) LPATTN_TILE_STEP(1) LPATTN_TILE_STEP(2)
+    LPATTN_TILE_STEP(3) LPATTN_TILE_STEP(4) LPATTN_TILE_STEP(5)
+    a_ptr += a.inner_stride;
+    b_ptr += b.row_stride;
+  }
+  LPATTN_TILE_STORE(0) LPATTN_TILE_STORE(1) LPATTN_TILE_STORE(2)
+  LPATTN_TILE_STORE(3) LPATTN_TILE_STORE(4) LPATTN_TILE_STORE(5)
+}
+#undef LPATTN_TILE_ROW
+#undef LPATTN_TILE_STEP
+#undef LPATTN_TILE_STORE
+#endif
+
 // C[r0 + r][c0 : c0 + kVecs * N] (+)= sum_{k in [k_begin, k_end)} A(r0 + r, k) B[k][...].
 template <size_t kRows, size_t kVecs, bool kAccumulate>
 HWY_INLINE void MicroTile(const LhsView& a, size_t r0, const RhsView& b, size_t c0,
                           const OutView& c, size_t k_begin, size_t k_end) {
   const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
   const size_t N = hn::Lanes(d);
   float* c_row = c.data + r0 * c.row_stride + c0;
 #if HWY_HAVE_SCALABLE
-  // SVE's vectors are sizeless: no array holds them (docs/design.md §11). One accumulator at a
-  // time over the whole inner range, k in the same order: the same sums, without the reuse of
-  // B's loads across rows that the register tile below has.
-  for (size_t r = 0; r < kRows; ++r) {
-    for (size_t v = 0; v < kVecs; ++v) {
-      float* out = c_row + r * c.row_stride + v * N;
-      V acc = kAccumulate ? hn::LoadU(d, out) : hn::Zero(d);
-      const float* a_ptr = a.data + (r0 + r) * a.row_stride + k_begin * a.inner_stride;
-      const float* b_ptr = b.data + k_begin * b.row_stride + c0 + v * N;
-      for (size_t k = k_begin; k < k_end; ++k) {
-        acc = hn::MulAdd(hn::Set(d, *a_ptr), hn::LoadU(d, b_ptr), acc);
-        a_ptr += a.inner_stride;
-        b_ptr += b.row_stride;
-      }
-      hn::StoreU(acc, d, out);
-    }
+  if constexpr (kVecs > 2) {
+    // Only AVX-512's 4-vector blocks leave 3-vector tails; scalable targets split them.
+    MicroTile<kRows, 2, kAccumulate>(a, r0, b, c0, c, k_begin, k_end);
+    MicroTile<kRows, kVecs - 2, kAccumulate>(a, r0, b, c0 + 2 * N, c, k_begin, k_end);
+  } else {
+    MicroTileNamed<kRows, kVecs, kAccumulate>(d, N, a, r0, b, c0, c_row, c.row_stride,
+                                              k_begin, k_end);
   }
 #else
+  using V = hn::Vec<decltype(d)>;
   V acc[kRows][kVecs];
 #pragma GCC unroll 8
   for (size_t r = 0; r < kRows; ++r) {
