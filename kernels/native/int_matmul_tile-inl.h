@@ -45,39 +45,74 @@ struct PairPanel {           // the right operand: [pairs][width] interleaved in
   const float* col_scale;    // per column
 };
 
+#if HWY_HAVE_SCALABLE
+// The pair tile for sizeless vectors (SVE), which no array holds (docs/design.md §11): as
+// MatMul's MicroTileNamed, up to 6 x 2 output vectors (each two accumulators, even and odd
+// pairs) as named locals, B's two vectors loaded once a step for all rows. The same exact
+// integer sums as the fixed-size tile below, scaled by the same expression.
+#define LPATTN_INT_TILE_ROW(r)                                                               \
+  V32 acc_##r##_0 = hn::Zero(d32), odd_##r##_0 = hn::Zero(d32);                              \
+  V32 acc_##r##_1 = hn::Zero(d32), odd_##r##_1 = hn::Zero(d32);
+#define LPATTN_INT_TILE_STEP(r)                                                              \
+  if constexpr (r < kRows) {                                                                 \
+    const auto av = hn::BitCast(d16, hn::Set(d32, a_ptr[r * a.row_stride]));                 \
+    acc_##r##_0 = hn::ReorderWidenMulAccumulate(d32, av, b0, acc_##r##_0, odd_##r##_0);      \
+    if constexpr (kVecs > 1) {                                                               \
+      acc_##r##_1 = hn::ReorderWidenMulAccumulate(d32, av, b1, acc_##r##_1, odd_##r##_1);    \
+    }                                                                                        \
+  }
+#define LPATTN_INT_TILE_STORE(r)                                                             \
+  if constexpr (r < kRows) {                                                                 \
+    StoreScaled(r, 0, acc_##r##_0, odd_##r##_0);                                             \
+    if constexpr (kVecs > 1) StoreScaled(r, 1, acc_##r##_1, odd_##r##_1);                    \
+  }
+template <size_t kRows, size_t kVecs, bool kAccumulate, class D32>
+HWY_INLINE void IntMicroTileNamed(D32 d32, size_t N, const PairRows& a, size_t r0,
+                                  const PairPanel& b, size_t c0, const OutView& c, size_t pairs) {
+  static_assert(kRows <= 6 && kVecs <= 2, "named accumulators for up to 6 x 2");
+  const hn::Repartition<int16_t, D32> d16;
+  const hn::Rebind<float, D32> df;
+  using V32 = hn::Vec<D32>;
+  LPATTN_INT_TILE_ROW(0) LPATTN_INT_TILE_ROW(1) LPATTN_INT_TILE_ROW(2)
+  LPATTN_INT_TILE_ROW(3) LPATTN_INT_TILE_ROW(4) LPATTN_INT_TILE_ROW(5)
+  const int32_t* a_ptr = a.data + r0 * a.row_stride;
+  const int16_t* b_ptr = b.data + 2 * c0;
+  for (size_t k = 0; k < pairs; ++k) {
+    const auto b0 = hn::LoadU(d16, b_ptr);
+    const auto b1 = kVecs > 1 ? hn::LoadU(d16, b_ptr + 2 * N) : b0;
+    LPATTN_INT_TILE_STEP(0) LPATTN_INT_TILE_STEP(1) LPATTN_INT_TILE_STEP(2)
+    LPATTN_INT_TILE_STEP(3) LPATTN_INT_TILE_STEP(4) LPATTN_INT_TILE_STEP(5)
+    a_ptr += a.inner_stride;
+    b_ptr += 2 * b.width;
+  }
+  const auto StoreScaled = [&](size_t r, size_t v, V32 acc, V32 odd) HWY_ATTR {
+    float* out = c.data + (r0 + r) * c.row_stride + c0 + v * N;
+    const auto sums = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(acc, odd));
+    const auto scales = hn::Mul(hn::Set(df, a.row_scale[r0 + r]),
+                                hn::LoadU(df, b.col_scale + c0 + v * N));
+    const auto prior = kAccumulate ? hn::LoadU(df, out) : hn::Zero(df);
+    hn::StoreU(hn::MulAdd(sums, scales, prior), df, out);
+  };
+  LPATTN_INT_TILE_STORE(0) LPATTN_INT_TILE_STORE(1) LPATTN_INT_TILE_STORE(2)
+  LPATTN_INT_TILE_STORE(3) LPATTN_INT_TILE_STORE(4) LPATTN_INT_TILE_STORE(5)
+}
+#undef LPATTN_INT_TILE_ROW
+#undef LPATTN_INT_TILE_STEP
+#undef LPATTN_INT_TILE_STORE
+#endif
+
 // C[r0 + r][c0 : c0 + kVecs * N] (+)= row_scale * col_scale * sum over pairs, for kRows rows.
 template <size_t kRows, size_t kVecs, bool kAccumulate>
 HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, size_t c0,
                              const OutView& c, size_t pairs) {
   const hn::ScalableTag<int32_t> d32;
+  const size_t N = hn::Lanes(d32);
+#if HWY_HAVE_SCALABLE
+  IntMicroTileNamed<kRows, kVecs, kAccumulate>(d32, N, a, r0, b, c0, c, pairs);
+#else
   const hn::Repartition<int16_t, decltype(d32)> d16;
   const hn::Rebind<float, decltype(d32)> df;
   using V32 = hn::Vec<decltype(d32)>;
-  const size_t N = hn::Lanes(d32);
-#if HWY_HAVE_SCALABLE
-  // SVE's vectors are sizeless: no array holds them (docs/design.md §11). One output vector
-  // (its two accumulators) at a time over all pairs, as in MicroTile: the same exact integer
-  // sums, scaled by the same expression.
-  for (size_t r = 0; r < kRows; ++r) {
-    const auto row_scale = hn::Set(df, a.row_scale[r0 + r]);
-    float* c_row = c.data + (r0 + r) * c.row_stride + c0;
-    for (size_t v = 0; v < kVecs; ++v) {
-      V32 acc = hn::Zero(d32), odd = hn::Zero(d32);
-      const int32_t* a_ptr = a.data + (r0 + r) * a.row_stride;
-      const int16_t* b_ptr = b.data + 2 * (c0 + v * N);
-      for (size_t k = 0; k < pairs; ++k) {
-        const auto av = hn::BitCast(d16, hn::Set(d32, *a_ptr));
-        acc = hn::ReorderWidenMulAccumulate(d32, av, hn::LoadU(d16, b_ptr), acc, odd);
-        a_ptr += a.inner_stride;
-        b_ptr += 2 * b.width;
-      }
-      const auto sums = hn::ConvertTo(df, hn::RearrangeToOddPlusEven(acc, odd));
-      const auto scales = hn::Mul(row_scale, hn::LoadU(df, b.col_scale + c0 + v * N));
-      const auto prior = kAccumulate ? hn::LoadU(df, c_row + v * N) : hn::Zero(df);
-      hn::StoreU(hn::MulAdd(sums, scales, prior), df, c_row + v * N);
-    }
-  }
-#else
   V32 acc[kRows][kVecs], odd[kRows][kVecs];
 #pragma GCC unroll 8
   for (size_t r = 0; r < kRows; ++r) {
