@@ -25,7 +25,7 @@ arm64_packages=(
   libhwy-dev libhwy1
   libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5  # TBBTargets.cmake checks every library exists
   libgtest-dev
-  libbenchmark-dev libbenchmark1debian  # lpattn_bench (scripts/bench_aarch64.sh)
+  libbenchmark-dev libbenchmark1debian  # lpattn_bench (scripts/test_aarch64.sh --bench)
   libc6 libstdc++6 libgcc-s1
 )
 

@@ -60,6 +60,11 @@ jobs=$(nproc 2>/dev/null || echo 2)
 bash "$source_dir/scripts/setup_aarch64.sh" "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)
 
+# Emulated SVE runs the kernels' products several times slower than emulated NEON (qemu
+# executes each SVE load and FMA out of line): the longest test takes about 11 minutes there, so
+# each test gets LPATTN_QEMU_TIMEOUT seconds (default 1800) instead of the native build's 600.
+timeout=${LPATTN_QEMU_TIMEOUT:-1800}
+
 start=$SECONDS
 echo "== configuring $build_dir for aarch64"
 # shellcheck disable=SC2086  # CMAKE_ARGS is a list of words
@@ -67,14 +72,10 @@ cmake -S "$source_dir" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_TOOLCHAIN_FILE="$source_dir/cmake/toolchain-aarch64.cmake" \
       -DLPATTN_AARCH64_SYSROOT="$build_dir/sysroot" \
       -DLPATTN_BUILD_CLI=OFF -DLPATTN_BUILD_PYTHON=OFF \
-      ${CMAKE_ARGS:-} >"$build_dir/configure.log"
+      -DLPATTN_TEST_TIMEOUT="$timeout" ${CMAKE_ARGS:-} >"$build_dir/configure.log"
 cmake --build "$build_dir" -j"$jobs" --target "$target"
 echo "== built in $((SECONDS - start)) s"
 
-# Emulated SVE runs the kernels' products about ten times slower than emulated NEON (qemu
-# executes each SVE load and FMA out of line): the longest test takes about 11 minutes there, so
-# each test gets LPATTN_QEMU_TIMEOUT seconds (default 1800) instead of ctest's 600.
-timeout=${LPATTN_QEMU_TIMEOUT:-1800}
 # cmake/qemu_aarch64.sh, ctest's emulator, reads the CPU from LPATTN_QEMU_CPU.
 read -r -a cpus <<<"${LPATTN_QEMU_CPUS:-max,sve-max-vq=2 max,sve=off}"
 for cpu in "${cpus[@]}"; do
@@ -88,7 +89,7 @@ for cpu in "${cpus[@]}"; do
     echo "== kernel tests under qemu-aarch64 -cpu $cpu: ${ctest_filter[*]:-all} ${CTEST_ARGS:-}"
     # shellcheck disable=SC2086
     LPATTN_QEMU_CPU=$cpu ctest --test-dir "$build_dir" --output-on-failure -j"$jobs" \
-      --timeout "$timeout" "${ctest_filter[@]}" ${CTEST_ARGS:-}
+      "${ctest_filter[@]}" ${CTEST_ARGS:-}
   fi
   echo "== ran in $((SECONDS - start)) s on -cpu $cpu"
 done
