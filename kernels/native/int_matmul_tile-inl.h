@@ -73,15 +73,13 @@ HWY_INLINE void IntMicroTileNamed(D32 d32, size_t N, const PairRows& a, size_t r
   const hn::Repartition<int16_t, D32> d16;
   const hn::Rebind<float, D32> df;
   using V32 = hn::Vec<D32>;
-  LPATTN_INT_TILE_ROW(0) LPATTN_INT_TILE_ROW(1) LPATTN_INT_TILE_ROW(2)
-  LPATTN_INT_TILE_ROW(3) LPATTN_INT_TILE_ROW(4) LPATTN_INT_TILE_ROW(5)
+  LPATTN_EACH_TILE_ROW(LPATTN_INT_TILE_ROW)
   const int32_t* a_ptr = a.data + r0 * a.row_stride;
   const int16_t* b_ptr = b.data + 2 * c0;
   for (size_t k = 0; k < pairs; ++k) {
     const auto b0 = hn::LoadU(d16, b_ptr);
     const auto b1 = kVecs > 1 ? hn::LoadU(d16, b_ptr + 2 * N) : b0;
-    LPATTN_INT_TILE_STEP(0) LPATTN_INT_TILE_STEP(1) LPATTN_INT_TILE_STEP(2)
-    LPATTN_INT_TILE_STEP(3) LPATTN_INT_TILE_STEP(4) LPATTN_INT_TILE_STEP(5)
+    LPATTN_EACH_TILE_ROW(LPATTN_INT_TILE_STEP)
     a_ptr += a.inner_stride;
     b_ptr += 2 * b.width;
   }
@@ -93,8 +91,7 @@ HWY_INLINE void IntMicroTileNamed(D32 d32, size_t N, const PairRows& a, size_t r
     const auto prior = kAccumulate ? hn::LoadU(df, out) : hn::Zero(df);
     hn::StoreU(hn::MulAdd(sums, scales, prior), df, out);
   };
-  LPATTN_INT_TILE_STORE(0) LPATTN_INT_TILE_STORE(1) LPATTN_INT_TILE_STORE(2)
-  LPATTN_INT_TILE_STORE(3) LPATTN_INT_TILE_STORE(4) LPATTN_INT_TILE_STORE(5)
+  LPATTN_EACH_TILE_ROW(LPATTN_INT_TILE_STORE)
 }
 #undef LPATTN_INT_TILE_ROW
 #undef LPATTN_INT_TILE_STEP

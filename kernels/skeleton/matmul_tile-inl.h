@@ -55,6 +55,11 @@ inline constexpr size_t kMicroVecs = 2;
 inline constexpr size_t kIntMicroVecs = 2;
 
 #if HWY_HAVE_SCALABLE
+// M(r) for each row r of a kMicroRows-row register tile, for the named tiles below and in
+// int_matmul_tile-inl.h.
+#undef LPATTN_EACH_TILE_ROW
+#define LPATTN_EACH_TILE_ROW(M) M(0) M(1) M(2) M(3) M(4) M(5)
+
 // The register tile for sizeless vectors (SVE), which no array holds (docs/design.md §11): up to
 // kMicroRows x 2 accumulators as named locals, acc_r_v for row r and vector v; rows and vectors
 // past kRows and kVecs are compiled out. The loads and sums are the fixed-size tile's below, in
@@ -82,20 +87,17 @@ HWY_INLINE void MicroTileNamed(D d, size_t N, const LhsView& a, size_t r0, const
                                size_t k_end) {
   static_assert(kRows <= 6 && kVecs <= 2, "named accumulators for up to 6 x 2");
   using V = hn::Vec<D>;
-  LPATTN_TILE_ROW(0) LPATTN_TILE_ROW(1) LPATTN_TILE_ROW(2)
-  LPATTN_TILE_ROW(3) LPATTN_TILE_ROW(4) LPATTN_TILE_ROW(5)
+  LPATTN_EACH_TILE_ROW(LPATTN_TILE_ROW)
   const float* a_ptr = a.data + r0 * a.row_stride + k_begin * a.inner_stride;
   const float* b_ptr = b.data + k_begin * b.row_stride + c0;
   for (size_t k = k_begin; k < k_end; ++k) {
     const V b0 = hn::LoadU(d, b_ptr);
     const V b1 = kVecs > 1 ? hn::LoadU(d, b_ptr + N) : b0;
-    LPATTN_TILE_STEP(0) LPATTN_TILE_STEP(1) LPATTN_TILE_STEP(2)
-    LPATTN_TILE_STEP(3) LPATTN_TILE_STEP(4) LPATTN_TILE_STEP(5)
+    LPATTN_EACH_TILE_ROW(LPATTN_TILE_STEP)
     a_ptr += a.inner_stride;
     b_ptr += b.row_stride;
   }
-  LPATTN_TILE_STORE(0) LPATTN_TILE_STORE(1) LPATTN_TILE_STORE(2)
-  LPATTN_TILE_STORE(3) LPATTN_TILE_STORE(4) LPATTN_TILE_STORE(5)
+  LPATTN_EACH_TILE_ROW(LPATTN_TILE_STORE)
 }
 #undef LPATTN_TILE_ROW
 #undef LPATTN_TILE_STEP
