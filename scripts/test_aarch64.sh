@@ -61,7 +61,7 @@ bash "$source_dir/scripts/setup_aarch64.sh" "$build_dir"
 build_dir=$(cd "$build_dir" && pwd)
 
 # Emulated SVE runs the kernels' products several times slower than emulated NEON (qemu
-# executes each SVE load and FMA out of line): the longest test takes about 11 minutes there, so
+# executes each SVE load and FMA out of line): the longest test took about 13 minutes there, so
 # each test gets LPATTN_QEMU_TIMEOUT seconds (default 1800) instead of the native build's 600.
 timeout=${LPATTN_QEMU_TIMEOUT:-1800}
 
@@ -84,7 +84,8 @@ for cpu in "${cpus[@]}"; do
     bench_args=${BENCH_ARGS:-"--benchmark_filter=^exact_fwd/N:256/D:64/H:8/causal:1/threads:1\$ --benchmark_min_time=0.05"}
     echo "== lpattn_bench under qemu-aarch64 -cpu $cpu (emulated: timings are not an ARM CPU's): $bench_args"
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
-    qemu-aarch64 -L "$build_dir/sysroot" -cpu "$cpu" "$build_dir/lpattn_bench" $bench_args
+    LPATTN_QEMU_CPU=$cpu bash "$source_dir/cmake/qemu_aarch64.sh" qemu-aarch64 \
+        "$build_dir/sysroot" "$cpu" "$build_dir/lpattn_bench" $bench_args
   else
     echo "== kernel tests under qemu-aarch64 -cpu $cpu: ${ctest_filter[*]:-all} ${CTEST_ARGS:-}"
     # shellcheck disable=SC2086
