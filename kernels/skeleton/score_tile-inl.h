@@ -478,6 +478,13 @@ HWY_INLINE void PrefetchPagedKeyCodes(const AttentionProblem& p, size_t b, size_
   }
 }
 
+// Whether ScoreTile reads K through the call's HeadRows (floats or codes): not when the int8
+// products read their own codes (IntQk). Only rows a tile reads are worth asking for ahead:
+// prefetching the unread fp32 K and V of an int8 decode step doubled its time (Zen 3).
+HWY_INLINE bool ScoresReadKeyRows(const AttentionProblem& p) {
+  return !p.amx_qk8 && !QuadScores(p) && p.int_qk.k_rows == nullptr;
+}
+
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
 // q_panel, or in ws by PackQueries on the integer and AMX paths), key-major with row stride kTileQ.
 // On the AMX path up to 15 rows past nk are written too (the tile's buffer has them).

@@ -85,6 +85,8 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
   std::fill(out, out + kTileQ * padded_dim, 0.0f);
   const bool amx_pv = !Transform::kSparseWeights && AmxPvEnabled(p);
   const bool amx_pv8 = !Transform::kSparseWeights && AmxIntPvEnabled(p);
+  // Whether P V reads v's rows, and not copies of its own (the integer or AMX products').
+  const bool values_read = Transform::kSparseWeights || !(amx_pv || amx_pv8 || p.int_pv.set());
   std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
   if (p.amx_qk != AmxScores::kOff || p.amx_qk8 || amx_pv || amx_pv8) tiles.emplace();
   float* out_t = ws.acc_b.get();  // the dim-major accumulator of P V on tiles
@@ -125,9 +127,9 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       PrefetchTransposedValues(p, b, kv_head, j0 + kTileK, std::min(kTileK, k_end - j0 - kTileK));
     } else if (j0 + kTileK < k_end && nq <= kFewQueries) {  // a decode tile's next rows
       const size_t next = std::min(kTileK, k_end - j0 - kTileK);
-      PrefetchDecodeRows(k, j0 + kTileK, next, dim);
+      if (ScoresReadKeyRows(p)) PrefetchDecodeRows(k, j0 + kTileK, next, dim);
       PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
-      PrefetchDecodeRows(v, j0 + kTileK, next, dim);
+      if (values_read) PrefetchDecodeRows(v, j0 + kTileK, next, dim);
     }
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
