@@ -19,9 +19,19 @@ void RoundTripRow(Format format, const float* x, float scale, float* out, size_t
 // The same with a scale per element (per-channel quantizers): scales[i] for x[i].
 void RoundTripRowScales(Format format, const float* x, const float* scales, float* out, size_t n);
 
+// The same over `rows` rows of n values in one call (a slice of a tensor): row r read at
+// x + r * x_stride with scale scales[r], written at codes + r * codes_stride (in codes) or
+// out + r * out_stride. One dispatch and one set-up of the format's constants for them all.
+void EncodeRows(Format format, const float* x, size_t x_stride, const float* scales,
+                void* codes, size_t codes_stride, size_t rows, size_t n);
+void RoundTripRows(Format format, const float* x, size_t x_stride, const float* scales,
+                   float* out, size_t out_stride, size_t rows, size_t n);
+
 // The largest |x[i]| over n values, or +inf if any of them is NaN or infinite: a group's
 // extreme for its scale, with non-finite input made unmistakable.
 float MaxAbsRow(const float* x, size_t n);
+// amax[r] = MaxAbsRow(x + r * x_stride, n) for `rows` rows, in one call.
+void MaxAbsRows(const float* x, size_t x_stride, size_t rows, size_t n, float* amax);
 // running[i] = max(running[i], |x[i]|) (per-channel extremes); false if any x[i] is not finite.
 bool MaxAbsInto(const float* x, float* running, size_t n);
 

@@ -52,6 +52,12 @@ struct Slices {
     }
     return 1;
   }
+  // The group of token t's row (token, block and tensor scales).
+  int64_t Group(int64_t t) const {
+    return spec.granularity == Granularity::kToken   ? t
+           : spec.granularity == Granularity::kBlock ? t / spec.block
+                                                     : 0;
+  }
   int64_t Count() const { return x.batch * x.heads; }
   const float* Row(int64_t slice, int64_t t) const {
     return x.data + (slice / x.heads) * x.batch_stride + (slice % x.heads) * x.head_stride +
@@ -92,6 +98,22 @@ std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, 
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
     float* slice_max = amax.data() + slice * groups;
     const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
+    if (!slice_mean && s.spec.granularity != Granularity::kChannel) {  // the rows in one call
+      std::vector<float> row_max(size_t(s.x.tokens));
+      MaxAbsRows(s.Row(slice, 0), size_t(s.x.token_stride), row_max.size(), size_t(dim),
+                 row_max.data());
+      for (int64_t t = 0; t < s.x.tokens; ++t) {
+        const float m = row_max[size_t(t)];
+        if (!std::isfinite(m)) {
+          const float* row = s.Row(slice, t);
+          RejectValue(what, s, slice, t,
+                      std::find_if(row, row + dim, [](float v) { return !std::isfinite(v); }) - row);
+        }
+        float& group = slice_max[s.Group(t)];
+        group = std::max(group, m);
+      }
+      return;
+    }
     std::vector<float> centred(slice_mean ? size_t(dim) : 0);
     for (int64_t t = 0; t < s.x.tokens; ++t) {
       const float* row = s.Row(slice, t);
@@ -103,12 +125,9 @@ std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, 
       if (s.spec.granularity == Granularity::kChannel) {
         finite = MaxAbsInto(row, slice_max, size_t(dim));
       } else {
-        const int64_t g = s.spec.granularity == Granularity::kToken   ? t
-                          : s.spec.granularity == Granularity::kBlock ? t / s.spec.block
-                                                                      : 0;
         const float m = MaxAbsRow(row, size_t(dim));
         finite = std::isfinite(m);
-        slice_max[g] = std::max(slice_max[g], m);
+        slice_max[s.Group(t)] = std::max(slice_max[s.Group(t)], m);
       }
       if (!finite) {
         const int64_t c = std::find_if(row, row + dim, [](float v) { return !std::isfinite(v); }) - row;
@@ -153,6 +172,13 @@ void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, 
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
     const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
     const float* slice_scales = scales.data() + slice * groups;
+    if (!slice_mean && spec.granularity != Granularity::kChannel) {  // the rows in one call
+      std::vector<float> row_scales(size_t(x.tokens));
+      for (int64_t t = 0; t < x.tokens; ++t) row_scales[size_t(t)] = slice_scales[s.Group(t)];
+      RoundTripRows(spec.format, s.Row(slice, 0), size_t(x.token_stride), row_scales.data(),
+                    out + slice * x.tokens * dim, size_t(dim), row_scales.size(), size_t(dim));
+      return;
+    }
     for (int64_t t = 0; t < x.tokens; ++t) {
       const float* row = s.Row(slice, t);
       float* dst = out + (slice * x.tokens + t) * dim;
@@ -193,15 +219,12 @@ void QuantizeToCodes(const QuantSpec& spec, const TensorView& x, uint8_t* codes,
   const int64_t dim = x.dim, groups = s.GroupsPerSlice();
   const std::vector<float> scales = GroupScales(spec, GroupMaxima(s, {}, what), what);
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
+    float* slice_scales = token_scales + slice * x.tokens;
     for (int64_t t = 0; t < x.tokens; ++t) {
-      const int64_t g = spec.granularity == Granularity::kToken   ? t
-                        : spec.granularity == Granularity::kBlock ? t / spec.block
-                                                                  : 0;
-      const float scale = scales[size_t(slice * groups + g)];
-      token_scales[slice * x.tokens + t] = scale;
-      EncodeRow(spec.format, s.Row(slice, t), scale, codes + (slice * x.tokens + t) * dim,
-                size_t(dim));
+      slice_scales[t] = scales[size_t(slice * groups + s.Group(t))];
     }
+    EncodeRows(spec.format, s.Row(slice, 0), size_t(x.token_stride), slice_scales,
+               codes + slice * x.tokens * dim, size_t(dim), size_t(x.tokens), size_t(dim));
   });
 }
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/native/amx_products.h"
 #include "kernels/native/native_paths.h"
@@ -50,12 +51,13 @@ bool QuantizedOperands::TilesMayReadKeyCodes() const {
 CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
   const int64_t heads = shape_.kv_heads, tokens = shape_.kv_len, dim = shape_.head_dim;
   Buffer<uint16_t>& codes = codes_.emplace_back(size_t(shape_.batch * heads * tokens * dim));
+  const std::vector<float> unit_scales(size_t(tokens), 1.0f);  // casts: scale 1
   tbb::parallel_for(int64_t(0), shape_.batch * heads, [&](int64_t slice) {
     const int64_t b = slice / heads, h = slice % heads;
-    for (int64_t j = 0; j < tokens; ++j) {
-      const float* row = t.data + b * t.strides.batch + h * t.strides.head + j * t.strides.token;
-      quant::EncodeRow(format, row, 1.0f, codes.data() + (slice * tokens + j) * dim, size_t(dim));
-    }
+    quant::EncodeRows(format, t.data + b * t.strides.batch + h * t.strides.head,
+                      size_t(t.strides.token), unit_scales.data(),
+                      codes.data() + slice * tokens * dim, size_t(dim), size_t(tokens),
+                      size_t(dim));
   });
   CodedKv coded;
   coded.data = codes.data();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -280,6 +281,47 @@ TEST(QuantCodec, MaxAbsRowFindsTheExtremeAndNonFiniteValuesOnEveryTarget) {
     }
     const std::vector<float> zeros(9, 0.0f);
     EXPECT_EQ(MaxAbsRow(zeros.data(), zeros.size()), 0.0f) << target;
+  }
+}
+
+// The row-block forms (EncodeRows, RoundTripRows, MaxAbsRows) give each row what the per-row
+// calls give it, on every target and every format: rows read `stride` apart with their own
+// scales (one of them non-finite, one row all zero), rows whose width fills no whole vector.
+TEST(QuantCodec, RowBlocksMatchTheRowsOneByOneOnEveryTarget) {
+  std::mt19937 rng(13);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  for (const std::string& target : test::SupportedTargets()) {
+    test::ScopedTarget pinned(target);
+    ASSERT_TRUE(pinned.ok) << target;
+    for (size_t n : {5u, 64u, 67u}) {
+      const size_t rows = 9, stride = n + 3;
+      std::vector<float> x(rows * stride), scales(rows);
+      for (float& v : x) v = normal(rng);
+      for (size_t r = 0; r < rows; ++r) scales[r] = 0.01f + 0.2f * float(r);
+      std::fill_n(x.begin() + 2 * stride, n, 0.0f);
+      x[5 * stride + n - 1] = std::numeric_limits<float>::quiet_NaN();
+      std::vector<float> amax(rows);
+      MaxAbsRows(x.data(), stride, rows, n, amax.data());
+      for (size_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(amax[r], MaxAbsRow(x.data() + r * stride, n)) << target << " n " << n << " row " << r;
+      }
+      for (Format f : {Format::kFp32, Format::kBf16, Format::kFp16, Format::kFp8E4M3,
+                       Format::kFp8E5M2, Format::kInt8}) {
+        const size_t bytes = size_t(FormatBytes(f));
+        std::vector<uint8_t> codes(rows * n * bytes), want_codes(codes.size());
+        std::vector<float> trip(rows * n), want_trip(trip.size());
+        EncodeRows(f, x.data(), stride, scales.data(), codes.data(), n, rows, n);
+        RoundTripRows(f, x.data(), stride, scales.data(), trip.data(), n, rows, n);
+        for (size_t r = 0; r < rows; ++r) {
+          EncodeRow(f, x.data() + r * stride, scales[r], want_codes.data() + r * n * bytes, n);
+          RoundTripRow(f, x.data() + r * stride, f == Format::kFp32 ? 1.0f : scales[r],
+                       want_trip.data() + r * n, n);
+        }
+        EXPECT_EQ(codes, want_codes) << target << " " << FormatName(f) << " n " << n;
+        EXPECT_EQ(0, std::memcmp(trip.data(), want_trip.data(), trip.size() * sizeof(float)))
+            << target << " " << FormatName(f) << " n " << n;
+      }
+    }
   }
 }
 
