@@ -84,6 +84,9 @@ CodedKv QuantizedOperands::EncodeFp8(ConstTensor t, const quant::QuantSpec& spec
   coded.token_scales = scales.data();
   coded.scale_strides = ContiguousBHTD(heads, tokens, 1);
   coded.e5m2 = spec.format == quant::Format::kFp8E5M2;
+  // The quantizer refuses a non-finite value and scales each group into range, so no code is
+  // NaN: decode tiles take e4m3 without the NaN test (the same values), as a KvCache's do.
+  coded.no_nan = true;
   return coded;
 }
 
