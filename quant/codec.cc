@@ -268,8 +268,9 @@ void RoundTripRow(Format format, const float* x, float scale, float* out, size_t
 void EncodeRows(Format format, const float* x, size_t x_stride, const float* scales,
                 void* codes, size_t codes_stride, size_t rows, size_t n) {
   if (format == Format::kFp32) {
+    float* out = static_cast<float*>(codes);
     for (size_t r = 0; r < rows; ++r) {
-      EncodeRow(format, x + r * x_stride, scales[r], static_cast<float*>(codes) + r * codes_stride, n);
+      EncodeRow(format, x + r * x_stride, scales[r], out + r * codes_stride, n);
     }
     return;
   }
@@ -279,7 +280,9 @@ void EncodeRows(Format format, const float* x, size_t x_stride, const float* sca
 void RoundTripRows(Format format, const float* x, size_t x_stride, const float* scales,
                    float* out, size_t out_stride, size_t rows, size_t n) {
   if (format == Format::kFp32) {
-    for (size_t r = 0; r < rows; ++r) RoundTripRow(format, x + r * x_stride, 1.0f, out + r * out_stride, n);
+    for (size_t r = 0; r < rows; ++r) {
+      RoundTripRow(format, x + r * x_stride, 1.0f, out + r * out_stride, n);
+    }
     return;
   }
   HWY_DYNAMIC_DISPATCH(RoundTripRowsTarget)(format, x, x_stride, scales, out, out_stride, rows, n);

@@ -91,6 +91,11 @@ std::vector<float> ChannelMeans(const Slices& s) {
       " scale");
 }
 
+// The channel of a row's first NaN or infinite value (dim if none).
+int64_t FirstNonFinite(const float* row, int64_t dim) {
+  return std::find_if(row, row + dim, [](float v) { return !std::isfinite(v); }) - row;
+}
+
 // Largest magnitude of each group of each slice ([slices * groups]), of the centred values.
 std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, const char* what) {
   const int64_t groups = s.GroupsPerSlice(), dim = s.x.dim;
@@ -105,9 +110,7 @@ std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, 
       for (int64_t t = 0; t < s.x.tokens; ++t) {
         const float m = row_max[size_t(t)];
         if (!std::isfinite(m)) {
-          const float* row = s.Row(slice, t);
-          RejectValue(what, s, slice, t,
-                      std::find_if(row, row + dim, [](float v) { return !std::isfinite(v); }) - row);
+          RejectValue(what, s, slice, t, FirstNonFinite(s.Row(slice, t), dim));
         }
         float& group = slice_max[s.Group(t)];
         group = std::max(group, m);
@@ -130,8 +133,7 @@ std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, 
         slice_max[s.Group(t)] = std::max(slice_max[s.Group(t)], m);
       }
       if (!finite) {
-        const int64_t c = std::find_if(row, row + dim, [](float v) { return !std::isfinite(v); }) - row;
-        RejectValue(what, s, slice, t, c);
+        RejectValue(what, s, slice, t, FirstNonFinite(row, dim));
       }
     }
   });

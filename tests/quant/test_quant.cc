@@ -303,7 +303,8 @@ TEST(QuantCodec, RowBlocksMatchTheRowsOneByOneOnEveryTarget) {
       std::vector<float> amax(rows);
       MaxAbsRows(x.data(), stride, rows, n, amax.data());
       for (size_t r = 0; r < rows; ++r) {
-        EXPECT_EQ(amax[r], MaxAbsRow(x.data() + r * stride, n)) << target << " n " << n << " row " << r;
+        EXPECT_EQ(amax[r], MaxAbsRow(x.data() + r * stride, n))
+            << target << " n " << n << " row " << r;
       }
       for (Format f : {Format::kFp32, Format::kBf16, Format::kFp16, Format::kFp8E4M3,
                        Format::kFp8E5M2, Format::kInt8}) {
