@@ -8,17 +8,21 @@
 #include <vector>
 
 #include "kernels/kv_cache.h"
+#include "kernels/native/huge_pages.h"
 #include "kernels/skeleton/attention_problem.h"
 
 namespace lpattn {
 
 // K or V of every slot in one format: fp32 values, 16-bit codes, or 8-bit codes with a scale
-// per token (and, for int8 K, each row's code sum: the u8 x s8 tile's bias correction).
+// per token (and, for int8 K, each row's code sum: the u8 x s8 tile's bias correction). The
+// rows are held in huge pages where Linux grants them (native/huge_pages.h).
+template <class T>
+using CacheRows = std::vector<T, native::HugePageAllocator<T>>;
 struct CacheSide {
   quant::Format format = quant::Format::kFp32;
-  std::vector<float> values;
-  std::vector<uint16_t> codes16;
-  std::vector<uint8_t> codes8;
+  CacheRows<float> values;
+  CacheRows<uint16_t> codes16;
+  CacheRows<uint8_t> codes8;
   std::vector<float> scales;  // [slot, kv_head, capacity]
   std::vector<int32_t> sums;  // int8 K only, [slot, kv_head, capacity]
 };

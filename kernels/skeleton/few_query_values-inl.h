@@ -32,17 +32,15 @@ HWY_INLINE constexpr size_t FewQueryValueVectors() {
   return hn::MaxLanes(hn::ScalableTag<float>()) >= 16 ? 4 : 2;
 }
 
-// A decode tile's next K or V rows [first, first + n), asked for ahead of their use where the
-// hardware prefetchers fall short (docs/design.md §8): a paged src, whose blocks they cannot
-// follow, and fp32 rows on targets of 16 vector registers, where each FewQueryValues pass reads
-// one cache line of every row of the tile (8 passes at D = 128): AMD Zen 3's streamers fall
-// behind there (the fp32 cache step 1.23x faster with the rows asked for, Tk 32768, 2 threads;
-// coded rows gained nothing). AVX-512's passes read 4 lines a row, and on the Intel Xeon asking
+// Whether a decode tile asks for src's next rows ahead of their use (RowsAhead; docs/design.md
+// §8): a paged src, whose blocks the hardware prefetchers cannot follow, and every src on
+// targets of 16 vector registers, where each FewQueryValues pass reads one cache line of every
+// row of the tile (8 passes at D = 128): AMD Zen 3's streamers fall behind there (asked for
+// row by row as the scores are computed, its fp32 step took 0.73-0.80x the time, 16- and
+// 8-bit codes 0.75-0.88x). AVX-512's passes read 4 lines a row, and on the Intel Xeon asking
 // for a contiguous head's rows cost.
-HWY_INLINE void PrefetchDecodeRows(const HeadRows& src, size_t first, size_t n, size_t dim) {
-  if (src.block_table != nullptr || (FewQueryValueVectors() == 2 && !src.coded())) {
-    PrefetchRowsOf(src, first, n, dim);
-  }
+HWY_INLINE bool AsksDecodeRows(const HeadRows& src) {
+  return src.block_table != nullptr || FewQueryValueVectors() == 2;
 }
 
 // Whether a tile's P V takes FewQueryValues: a decode tile whose rows share one key range
@@ -58,18 +56,22 @@ HWY_INLINE bool TakesFewQueryValues(const AttentionProblem& p, size_t nq, const 
   return true;
 }
 
-// out[i][c] += sum_{j in [lo, hi)} w[j][i] v_{j0 + j}[c] for 4 rows i (weights key-major, kTileQ
-// apart) and channels [c0, c0 + kVecs N).
+// A decode tile's keys as FewQueryValuesPass reads them: each key's row address and its 4
+// weights with the row's token scale folded in, resolved once for all the passes (through the
+// block table where paged: per pass, the lookups and scale loads cost as much as the FMAs).
+struct FewQueryKeys {
+  const void* rows[kTileK];
+  HWY_ALIGN float weights[kTileK * kFewQueries];  // [key][row]
+  size_t n = 0;
+};
+
+// out[i][c] += sum_j keys.weights[j][i] v_j[c] for 4 rows i and channels [c0, c0 + kVecs N).
 template <RowKind kKind, size_t kVecs>
-HWY_INLINE void FewQueryValuesPass(const HeadRows& v, size_t j0, size_t lo, size_t hi,
-                                   const float* HWY_RESTRICT w, size_t c0, float* HWY_RESTRICT out,
+HWY_INLINE void FewQueryValuesPass(const FewQueryKeys& keys, size_t c0, float* HWY_RESTRICT out,
                                    size_t out_stride) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  constexpr bool kScaled = kKind == RowKind::kE4M3 || kKind == RowKind::kE4M3NoNaN ||
-                          kKind == RowKind::kE5M2 || kKind == RowKind::kInt8;
   constexpr RowKind kRead = kKind == RowKind::kE4M3NoNaN ? RowKind::kE4M3Over256 : kKind;
-  constexpr float kUnit = kKind == RowKind::kE4M3NoNaN ? 256.0f : 1.0f;
 #if HWY_HAVE_SCALABLE
   // SVE's vectors are sizeless: no array holds them (docs/design.md §11). One vector of
   // channels at a time in four named accumulators, keys in the same order: the same sums.
@@ -77,14 +79,13 @@ HWY_INLINE void FewQueryValuesPass(const HeadRows& v, size_t j0, size_t lo, size
     float* o = out + c0 + x * N;
     auto acc0 = hn::LoadU(d, o), acc1 = hn::LoadU(d, o + out_stride);
     auto acc2 = hn::LoadU(d, o + 2 * out_stride), acc3 = hn::LoadU(d, o + 3 * out_stride);
-    for (size_t j = lo; j < hi; ++j) {
-      const float* w_j = w + j * kTileQ;
-      const float unit = kScaled ? v.scale(j0 + j) * kUnit : 1.0f;
-      const auto values = LanesAt<kRead>(d, RowAddress(v, j0 + j), c0 + x * N);
-      acc0 = hn::MulAdd(hn::Set(d, w_j[0] * unit), values, acc0);
-      acc1 = hn::MulAdd(hn::Set(d, w_j[1] * unit), values, acc1);
-      acc2 = hn::MulAdd(hn::Set(d, w_j[2] * unit), values, acc2);
-      acc3 = hn::MulAdd(hn::Set(d, w_j[3] * unit), values, acc3);
+    for (size_t j = 0; j < keys.n; ++j) {
+      const float* w_j = keys.weights + j * kFewQueries;
+      const auto values = LanesAt<kRead>(d, keys.rows[j], c0 + x * N);
+      acc0 = hn::MulAdd(hn::Set(d, w_j[0]), values, acc0);
+      acc1 = hn::MulAdd(hn::Set(d, w_j[1]), values, acc1);
+      acc2 = hn::MulAdd(hn::Set(d, w_j[2]), values, acc2);
+      acc3 = hn::MulAdd(hn::Set(d, w_j[3]), values, acc3);
     }
     hn::StoreU(acc0, d, o);
     hn::StoreU(acc1, d, o + out_stride);
@@ -96,14 +97,12 @@ HWY_INLINE void FewQueryValuesPass(const HeadRows& v, size_t j0, size_t lo, size
   for (size_t i = 0; i < 4; ++i) {
     for (size_t x = 0; x < kVecs; ++x) acc[i][x] = hn::LoadU(d, out + i * out_stride + c0 + x * N);
   }
-  for (size_t j = lo; j < hi; ++j) {
-    const void* row = RowAddress(v, j0 + j);
-    const float* w_j = w + j * kTileQ;
-    const float unit = kScaled ? v.scale(j0 + j) * kUnit : 1.0f;
-    const auto w0 = hn::Set(d, w_j[0] * unit), w1 = hn::Set(d, w_j[1] * unit);
-    const auto w2 = hn::Set(d, w_j[2] * unit), w3 = hn::Set(d, w_j[3] * unit);
+  for (size_t j = 0; j < keys.n; ++j) {
+    const float* w_j = keys.weights + j * kFewQueries;
+    const auto w0 = hn::Set(d, w_j[0]), w1 = hn::Set(d, w_j[1]);
+    const auto w2 = hn::Set(d, w_j[2]), w3 = hn::Set(d, w_j[3]);
     for (size_t x = 0; x < kVecs; ++x) {
-      const auto values = LanesAt<kRead>(d, row, c0 + x * N);
+      const auto values = LanesAt<kRead>(d, keys.rows[j], c0 + x * N);
       acc[0][x] = hn::MulAdd(w0, values, acc[0][x]);
       acc[1][x] = hn::MulAdd(w1, values, acc[1][x]);
       acc[2][x] = hn::MulAdd(w2, values, acc[2][x]);
@@ -120,13 +119,27 @@ template <RowKind kKind>
 HWY_INLINE void FewQueryValuesOf(const HeadRows& v, size_t j0, size_t lo, size_t hi,
                                  const float* HWY_RESTRICT w, size_t dim, float* HWY_RESTRICT out,
                                  size_t out_stride) {
+  constexpr bool kScaled = kKind == RowKind::kE4M3 || kKind == RowKind::kE4M3NoNaN ||
+                          kKind == RowKind::kE5M2 || kKind == RowKind::kInt8;
+  // A NaN-free e4m3 row is read at 2^-8 of its values, the 2^8 joining the token scale.
+  constexpr float kUnit = kKind == RowKind::kE4M3NoNaN ? 256.0f : 1.0f;
+  FewQueryKeys keys;
+  keys.n = hi - lo;
+  for (size_t j = 0; j < keys.n; ++j) {
+    const size_t t = j0 + lo + j;
+    keys.rows[j] = RowAddress(v, t);
+    const float unit = kScaled ? v.scale(t) * kUnit : 1.0f;
+    for (size_t i = 0; i < kFewQueries; ++i) {
+      keys.weights[j * kFewQueries + i] = w[(lo + j) * kTileQ + i] * unit;
+    }
+  }
   const size_t N = hn::Lanes(hn::ScalableTag<float>());
   constexpr size_t kVecs = FewQueryValueVectors();
   size_t c0 = 0;
   for (; c0 + kVecs * N <= dim; c0 += kVecs * N) {
-    FewQueryValuesPass<kKind, kVecs>(v, j0, lo, hi, w, c0, out, out_stride);
+    FewQueryValuesPass<kKind, kVecs>(keys, c0, out, out_stride);
   }
-  for (; c0 < dim; c0 += N) FewQueryValuesPass<kKind, 1>(v, j0, lo, hi, w, c0, out, out_stride);
+  for (; c0 < dim; c0 += N) FewQueryValuesPass<kKind, 1>(keys, c0, out, out_stride);
 }
 
 // The decode tile's P V: 4 rows of `out` (out_stride apart; rows past the tile's are scratch)

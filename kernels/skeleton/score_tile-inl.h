@@ -350,7 +350,7 @@ HWY_INLINE hn::Vec<hn::CappedTag<float, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Ve
 template <RowKind kKind>
 HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
                                  const float* HWY_RESTRICT q, size_t dim, size_t columns,
-                                 float* HWY_RESTRICT out) {
+                                 const RowsAhead& ahead, float* HWY_RESTRICT out) {
   const hn::ScalableTag<float> d;
   const hn::CappedTag<float, 4> d4;
   const size_t N = hn::Lanes(d);
@@ -364,6 +364,8 @@ HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
     const size_t t0 = j0 + j, t1 = pair ? t0 + 1 : t0;
     const void* row0 = RowAddress(k, t0);
     const void* row1 = RowAddress(k, t1);
+    AskRowsAhead(ahead, j);
+    AskRowsAhead(ahead, j + 1);
     auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     for (size_t c = 0; c < dim; c += N) {
       const auto x = LanesAt<kRead>(d, row0, c), y = LanesAt<kRead>(d, row1, c);
@@ -391,19 +393,24 @@ HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
 }
 HWY_INLINE void FewQueryScores(const HeadRows& k, size_t j0, size_t nk,
                                const float* HWY_RESTRICT q, size_t dim, size_t columns,
-                               float* HWY_RESTRICT out) {
+                               const RowsAhead& ahead, float* HWY_RESTRICT out) {
   switch (KindOf(k)) {
-    case RowKind::kBf16: return FewQueryScoresOf<RowKind::kBf16>(k, j0, nk, q, dim, columns, out);
-    case RowKind::kFp16: return FewQueryScoresOf<RowKind::kFp16>(k, j0, nk, q, dim, columns, out);
-    case RowKind::kE4M3: return FewQueryScoresOf<RowKind::kE4M3>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kBf16:
+      return FewQueryScoresOf<RowKind::kBf16>(k, j0, nk, q, dim, columns, ahead, out);
+    case RowKind::kFp16:
+      return FewQueryScoresOf<RowKind::kFp16>(k, j0, nk, q, dim, columns, ahead, out);
+    case RowKind::kE4M3:
+      return FewQueryScoresOf<RowKind::kE4M3>(k, j0, nk, q, dim, columns, ahead, out);
     case RowKind::kE4M3NoNaN:
-      return FewQueryScoresOf<RowKind::kE4M3NoNaN>(k, j0, nk, q, dim, columns, out);
+      return FewQueryScoresOf<RowKind::kE4M3NoNaN>(k, j0, nk, q, dim, columns, ahead, out);
     case RowKind::kE4M3Over256: break;  // never a row's kind (KindOf)
-    case RowKind::kE5M2: return FewQueryScoresOf<RowKind::kE5M2>(k, j0, nk, q, dim, columns, out);
-    case RowKind::kInt8: return FewQueryScoresOf<RowKind::kInt8>(k, j0, nk, q, dim, columns, out);
+    case RowKind::kE5M2:
+      return FewQueryScoresOf<RowKind::kE5M2>(k, j0, nk, q, dim, columns, ahead, out);
+    case RowKind::kInt8:
+      return FewQueryScoresOf<RowKind::kInt8>(k, j0, nk, q, dim, columns, ahead, out);
     case RowKind::kFloat: break;
   }
-  FewQueryScoresOf<RowKind::kFloat>(k, j0, nk, q, dim, columns, out);
+  FewQueryScoresOf<RowKind::kFloat>(k, j0, nk, q, dim, columns, ahead, out);
 }
 
 // The 4 query rows of FewQueryScores, each scaled exactly as PackTransposed scales it, zero
@@ -522,7 +529,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
     return;
   }
   if (ws.few_queries) {
-    FewQueryScores(k, j0, nk, ws.rows2.get(), p.dim, columns, out);
+    FewQueryScores(k, j0, nk, ws.rows2.get(), p.dim, columns, ws.ahead, out);
     return;
   }
   const LhsView keys = KeyTile(k, j0, nk, p.dim, ws.key_rows.get());

@@ -132,6 +132,16 @@ HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
 
 // Per-thread scratch, O(tile * D): never grows with Tq * Tk. Sized for the largest head
 // dimension and kept for the thread's lifetime, so no call allocates or page-faults.
+// The next key tile's rows of a decode tile's K and V (either may be absent), asked for one
+// key at a time as the tile's scores are computed (AskRowsAhead, from FewQueryScoresOf), so the
+// requests spread over the tile's work rather than queueing up before it (docs/design.md §8).
+// n = 0: nothing to ask for.
+struct RowsAhead {
+  const HeadRows* keys = nullptr;
+  const HeadRows* values = nullptr;
+  size_t first = 0, n = 0, dim = 0;
+};
+
 struct TileWorkspace {
   static constexpr size_t kPanel = kMaxHeadDim * kTileMax;  // transposed operand [D][tile]
   // A score-shaped tile: kTileQ x kTileK in the passes over long sequences, up to
@@ -167,6 +177,7 @@ struct TileWorkspace {
   HWY_ALIGN float factor[kTileMax];
   HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
   bool few_queries = false;  // the forward's query tile packed for FewQueryScores (rows2)
+  RowsAhead ahead;           // a decode tile's next rows, for FewQueryScores to ask for
   static constexpr size_t kMaxRowParams = 12;
   HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
 
@@ -723,8 +734,9 @@ HWY_INLINE void PrefetchRows(const void* base, size_t first, size_t n, size_t by
   }
 }
 
-// Rows [first, first + n) of src (its floats or codes, through its block table where paged),
-// asked for ahead of their use: PrefetchDecodeRows (few_query_values-inl.h) says when.
+// Rows [first, first + n) of src (its floats or codes, through its block table where paged,
+// and an 8-bit row's scale: a paged block's scales lie apart from its rows), asked for ahead
+// of their use: AsksDecodeRows (few_query_values-inl.h) says when.
 HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size_t dim) {
   const size_t element = src.codes8 != nullptr ? 1 : src.codes != nullptr ? 2 : 4;
   const char* base = src.codes8 != nullptr  ? reinterpret_cast<const char*>(src.codes8)
@@ -733,7 +745,15 @@ HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size
   for (size_t t = first; t < first + n; ++t) {
     const char* row = base + src.RowOffset(t) * element;
     for (size_t b = 0; b < dim * element; b += 64) __builtin_prefetch(row + b, 0, 2);
+    if (src.token_scales != nullptr) __builtin_prefetch(src.token_scales + src.ScaleOffset(t), 0, 2);
   }
+}
+
+// Row j of RowsAhead's next tile, of each source it names.
+HWY_INLINE void AskRowsAhead(const RowsAhead& ahead, size_t j) {
+  if (j >= ahead.n) return;
+  if (ahead.keys != nullptr) PrefetchRowsOf(*ahead.keys, ahead.first + j, 1, ahead.dim);
+  if (ahead.values != nullptr) PrefetchRowsOf(*ahead.values, ahead.first + j, 1, ahead.dim);
 }
 
 // The next key tile's V^T columns, when V is held transposed for AMX tiles: a key tile reads

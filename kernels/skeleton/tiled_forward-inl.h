@@ -127,14 +127,21 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       PrefetchTransposedValues(p, b, kv_head, j0 + kTileK, std::min(kTileK, k_end - j0 - kTileK));
     } else if (j0 + kTileK < k_end && nq <= kFewQueries) {  // a decode tile's next rows
       const size_t next = std::min(kTileK, k_end - j0 - kTileK);
-      if (ScoresReadKeyRows(p)) PrefetchDecodeRows(k, j0 + kTileK, next, dim);
+      const bool ask_k = ScoresReadKeyRows(p) && AsksDecodeRows(k);
+      const bool ask_v = values_read && AsksDecodeRows(v);
+      if (ws.few_queries && cache == nullptr) {  // asked for key by key by the score loop
+        ws.ahead = {ask_k ? &k : nullptr, ask_v ? &v : nullptr, j0 + kTileK, next, dim};
+      } else {
+        if (ask_k) PrefetchRowsOf(k, j0 + kTileK, next, dim);
+        if (ask_v) PrefetchRowsOf(v, j0 + kTileK, next, dim);
+      }
       PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
-      if (values_read) PrefetchDecodeRows(v, j0 + kTileK, next, dim);
     }
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
     } else {
       ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, scores, ws);
+      ws.ahead = {};
       ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, scores, kTileQ);
     }
     const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);

@@ -32,6 +32,7 @@
 #include "kernels/native/amx_products.h"
 #include "kernels/native/buffer_pool.h"
 #include "kernels/native/cpu_features.h"
+#include "kernels/native/huge_pages.h"
 #include "kernels/native/native_paths.h"
 #include "kernels/prepared_kv.h"
 #include "tests/kernels/attention_case.h"
@@ -416,6 +417,25 @@ TEST(BufferPool, ReleasedBlocksAreReusedAndNeverShared) {
   for (auto& blocks : held) {
     for (void* block : blocks) native::PoolRelease(block, big);
   }
+}
+
+// A KvCache's storage (kernels/native/huge_pages.h): a large block starts on a 2 MiB boundary
+// (so the kernel can back it with huge pages) and is usable to its last byte, through the
+// allocator a vector takes as well; a small block is a plain allocation.
+TEST(HugePages, LargeBlocksAreAlignedAndUsable) {
+  const size_t bytes = 2 * native::kHugePageBytes + 12345;
+  auto* block = static_cast<unsigned char*>(native::HugePageAllocate(bytes));
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block) % native::kHugePageBytes, 0u);
+  std::memset(block, 7, bytes);
+  EXPECT_EQ(block[bytes - 1], 7);
+  native::HugePageRelease(block, bytes);
+  void* small = native::HugePageAllocate(100);
+  std::memset(small, 1, 100);
+  native::HugePageRelease(small, 100);
+  std::vector<float, native::HugePageAllocator<float>> rows(native::kHugePageBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(rows.data()) % native::kHugePageBytes, 0u);
+  rows.back() = 3.0f;
+  EXPECT_EQ(rows.front() + rows.back(), 3.0f);
 }
 
 // docs/math.md §4.2's bf16 backward on AMX tiles against the same backward on the register
