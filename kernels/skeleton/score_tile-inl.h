@@ -466,8 +466,8 @@ HWY_INLINE IntKeyTile IntKeyRows(const AttentionProblem& p, size_t b, size_t kv_
 }
 
 // A paged int8 K's rows [first, first + n) of (b, kv_head), with their sums and scales, asked
-// for ahead of their use (a decode step's next key tile): PrefetchDecodeRows for the integer
-// products' K, which IntQk holds apart from the HeadRows that function reads. Only for blocks
+// for ahead of their use (a decode step's next key tile), as RowsAhead asks for a HeadRows'
+// rows: the integer products' K lies in IntQk, apart from any HeadRows. Only for blocks
 // within a 4 KiB page: at 16-token blocks (2 KiB at head_dim 128) it saves 5-9% of a decode
 // step; at 128 (16 KiB, which the hardware streams itself) it measured 0-5% slower.
 HWY_INLINE void PrefetchPagedKeyCodes(const AttentionProblem& p, size_t b, size_t kv_head,
