@@ -130,18 +130,18 @@ HWY_INLINE float* RowOf(const Tensor& t, size_t b, size_t h, size_t token) {
          token * size_t(t.strides.token);
 }
 
-// Per-thread scratch, O(tile * D): never grows with Tq * Tk. Sized for the largest head
-// dimension and kept for the thread's lifetime, so no call allocates or page-faults.
 // The next key tile's rows of a decode tile's K and V (either may be absent), asked for one
 // key at a time as the tile's scores are computed (AskRowsAhead, from FewQueryScoresOf), so the
 // requests spread over the tile's work rather than queueing up before it (docs/design.md §8).
-// n = 0: nothing to ask for.
+// n = 0: nothing to ask for. Set per key tile by the forward's tile loop and cleared after
+// the tile's scores, so no other product of the thread's workspace sees a stale one (the
+// pointers name the task's HeadRows).
 struct RowsAhead {
   const HeadRows* keys = nullptr;
   const HeadRows* values = nullptr;
   size_t first = 0, n = 0, dim = 0;
 };
-
+// Per-thread scratch, O(tile * D), sized for the largest head dim, kept for the thread's life.
 struct TileWorkspace {
   static constexpr size_t kPanel = kMaxHeadDim * kTileMax;  // transposed operand [D][tile]
   // A score-shaped tile: kTileQ x kTileK in the passes over long sequences, up to
