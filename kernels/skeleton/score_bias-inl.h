@@ -53,16 +53,18 @@ HWY_INLINE bool WindowHidesNone(const AttentionProblem& p, size_t j0, size_t las
 }
 
 // S^T [j][i] (row stride `stride`) of keys [j0, j0 + nk) against rows [i0, i0 + columns) of
-// head h (lanes past the tile's nq rows are left as they are computed, and never read).
+// head h (lanes past the tile's nq rows are left as they are computed, and never read), in the
+// columns of `live` only (the forward's WindowLimits: no other column is read).
 HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t i0, size_t nq,
                                      size_t columns, size_t j0, size_t nk, float* HWY_RESTRICT st,
-                                     size_t stride) {
+                                     size_t stride, ColumnRange live = {0, kTileMax}) {
   if (!p.ModifiesScores()) return;
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   HWY_ALIGN float slope[kTileMax], position[kTileMax], begin[kTileMax];
   size_t last_begin = 0;
-  for (size_t i = 0; i < columns; ++i) {
+  columns = std::min(columns, live.end);
+  for (size_t i = live.begin; i < columns; ++i) {
     const bool row = i < nq;
     slope[i] = row && p.alibi_slopes != nullptr ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f;
     position[i] = row ? float(p.QueryPosition(i0 + i)) : 0.0f;
@@ -70,7 +72,7 @@ HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t
     if (row) last_begin = std::max(last_begin, p.VisibleBegin(i0 + i));
   }
   if (WindowHidesNone(p, j0, last_begin)) return;
-  for (size_t i = 0; i < columns; i += N) {
+  for (size_t i = live.begin; i < columns; i += N) {
     const auto m = hn::Load(d, slope + i), pos = hn::Load(d, position + i);
     const auto first = hn::Load(d, begin + i);
     for (size_t j = 0; j < nk; ++j) {

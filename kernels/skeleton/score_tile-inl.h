@@ -494,10 +494,11 @@ HWY_INLINE bool ScoresReadKeyRows(const AttentionProblem& p) {
 
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
 // q_panel, or in ws by PackQueries on the integer and AMX paths), key-major with row stride kTileQ.
-// On the AMX path up to 15 rows past nk are written too (the tile's buffer has them).
+// On the AMX path up to 15 rows past nk are written too (the tile's buffer has them). The fp32
+// product computes only the columns in `live` (WindowLimits'), the other products all of them.
 HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
                           size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,
-                          TileWorkspace& ws) {
+                          TileWorkspace& ws, ColumnRange live = {0, kTileQ}) {
   if (p.amx_qk != AmxScores::kOff) {
     AmxScoreTile(p, k, j0, nk, columns, out, ws);
     return;
@@ -532,8 +533,11 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
     FewQueryScores(k, j0, nk, ws.rows2.get(), p.dim, columns, ws.ahead, out);
     return;
   }
+  const size_t end = std::min(columns, live.end);
+  if (live.begin >= end) return;
   const LhsView keys = KeyTile(k, j0, nk, p.dim, ws.key_rows.get());
-  MatMul<false>(keys, {q_panel, kTileQ}, {out, kTileQ}, nk, columns, p.dim);
+  MatMul<false>(keys, {q_panel + live.begin, kTileQ}, {out + live.begin, kTileQ}, nk,
+                end - live.begin, p.dim);
 }
 
 // A query tile in the form the call's score product reads: q_panel (fp32, transposed and

@@ -51,6 +51,11 @@ inline constexpr bool DecodesKvOnce(size_t batch, size_t heads, size_t kv_heads,
          batch * kv_heads * head_bytes / 2 <= kMaxDecodedBytes;
 }
 
+// The score-tile columns (queries of a tile) [begin, end) a forward computes for one key tile.
+struct ColumnRange {
+  size_t begin, end;
+};
+
 // The backward's dS blocks (docs/math.md §4.2) are the tiles.
 static_assert(kTileQ == size_t(kBlockQueries) && kTileK == size_t(kBlockKeys));
 

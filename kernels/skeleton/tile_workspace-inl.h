@@ -708,6 +708,9 @@ HWY_INLINE void ScaleRows(float* HWY_RESTRICT acc, size_t n, size_t padded_dim,
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   for (size_t i = 0; i < n; ++i) {
+    // A row whose running max did not move (most of a long row's tiles, every row a tile
+    // hides) keeps its accumulator: x * 1 is x.
+    if (factor[i] == 1.0f) continue;
     const auto f = hn::Set(d, factor[i]);
     for (size_t c = 0; c < padded_dim; c += N) {
       hn::StoreU(hn::Mul(f, hn::LoadU(d, acc + i * padded_dim + c)), d, acc + i * padded_dim + c);
@@ -822,6 +825,38 @@ HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, siz
 HWY_INLINE size_t QueryColumns(size_t nq) {
   const hn::ScalableTag<float> d;
   return std::min(kTileQ, hwy::RoundUpTo(nq, 2 * hn::Lanes(d)));
+}
+
+// The sliding window (docs/math.md §1.5) on QueryLimits' limits for the forward's key tile
+// [j0, j0 + nk): a row whose window starts past the tile sees none of it (limit 0, and the
+// tile is not all visible), a row whose window starts inside it reads V from there
+// (range_begin: its earlier keys are never multiplied), and only the columns of rows that see
+// a key are worth a score (whole pairs of vectors; the rest are never read). A band of W keys
+// through 96-query tiles computed about 1.5 times its visible scores at full width, about 1.2
+// times in these columns (docs/design.md §3).
+HWY_INLINE ColumnRange WindowLimits(const AttentionProblem& p, size_t i0, size_t nq, size_t j0,
+                                    size_t nk, size_t columns, bool& all_visible,
+                                    TileWorkspace& ws) {
+  if (p.window == 0) return {0, columns};
+  size_t first = nq, last = 0;
+  for (size_t i = 0; i < nq; ++i) {
+    const size_t begin = p.VisibleBegin(i0 + i);
+    if (begin >= j0 + nk) {
+      ws.visible[i] = 0.0f;
+      ws.range_end[i] = 0;
+      all_visible = false;
+    } else if (begin > j0) {
+      ws.range_begin[i] = uint32_t(std::min<size_t>(begin - j0, ws.range_end[i]));
+    }
+    if (ws.range_begin[i] < ws.range_end[i]) {
+      first = std::min(first, i);
+      last = i + 1;
+    }
+  }
+  if (first >= last) return {0, 0};
+  const hn::ScalableTag<float> d;
+  const size_t pair = 2 * hn::Lanes(d);
+  return {first / pair * pair, std::min(columns, hwy::RoundUpTo(last, pair))};
 }
 
 // The first key tile the query tile [i0, i0 + nq) can see (docs/math.md §1.5's window hides

@@ -137,14 +137,15 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       }
       PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
     }
+    bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
+    const ColumnRange live = WindowLimits(p, i0, nq, j0, nk, columns, all_visible, ws);
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
     } else {
-      ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, scores, ws);
+      ScoreTile(p, k, b, kv_head, j0, nk, columns, q_panel, scores, ws, live);
       ws.ahead = {};
-      ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, scores, kTileQ);
+      ModifyScoresKeyMajor(p, h, i0, nq, columns, j0, nk, scores, kTileQ, live);
     }
-    const bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     if constexpr (Transform::kSparseWeights) {
       const float* second_scores = nullptr;
       if (two_views) {

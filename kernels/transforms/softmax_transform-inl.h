@@ -106,6 +106,13 @@ struct SoftmaxTransform {
     const size_t N = hn::Lanes(d);
     for (size_t i = 0; i < columns; i += N) {
       const auto limit = hn::LoadU(d, visible + i);
+      // Rows that see none of the tile (causal diagonals, a window's edges) keep their state
+      // and weigh it 0 (their scores may not have been computed: WindowLimits).
+      if (!all_visible && hn::AllTrue(d, hn::Eq(limit, hn::Zero(d)))) {
+        for (size_t j = 0; j < nk; ++j) hn::StoreU(hn::Zero(d), d, st + j * kTileQ + i);
+        hn::StoreU(hn::Set(d, 1.0f), d, alpha + i);
+        continue;
+      }
       const auto m_old = hn::LoadU(d, state.m + i);
       const auto m_new = hn::Max(m_old, ColumnMax(d, st + i, nk, limit, all_visible));
       // exp(-inf - -inf) is NaN; Highway's Exp turns it into 0, which is right here: such a row

@@ -73,6 +73,33 @@ TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsThatSeeIt) {
   }
 }
 
+// The same under a sliding window (§1.5), whose forward computes scores only for the rows that
+// see a key tile and reads V only from each row's first visible key: a NaN in key or value
+// row j reaches rows [j, j + W) alone, after a forward that left NaN in every score tile of
+// the threads' workspaces (columns the windowed forward skips are never read).
+TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsWhoseWindowHasIt) {
+  for (const std::string& target : SupportedTargets()) {
+    SCOPED_TRACE(target);
+    ScopedTarget pin(target);
+    for (bool in_value : {false, true}) {
+      AttentionCase poison({1, 2, 1, 300, 300, 16}, false, SinkMode::kNone, Layout::kBHTD);
+      for (int64_t i = 0; i < 300; ++i) poison.q.at(0, 0, i, 0) = kNaN;
+      poison.Run(false);
+      AttentionCase c({1, 2, 1, 300, 300, 16}, true, SinkMode::kNone, Layout::kBHTD);
+      const int64_t window = 40, bad = 130;
+      c.options.window = window;
+      (in_value ? c.v : c.k).at(0, 0, bad, 3) = kNaN;
+      const KernelOutputs out = c.Run(false);
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t i = 0; i < 300; ++i) {
+          EXPECT_EQ(RowHasNaN(out.o, 0, h, i), i >= bad && i < bad + window)
+              << (in_value ? "V" : "K") << " NaN, row " << i;
+        }
+      }
+    }
+  }
+}
+
 // The same with K and V held as 16-bit codes (the native paths decode them per key tile, with
 // F16C or the minifloat decoder, or multiply them on AMX tiles at D = 64), on every target.
 TEST(NonFinite, NaNInCodedKeyOrValueReachesOnlyRowsThatSeeIt) {
