@@ -280,6 +280,13 @@ struct AttentionProblem {
     if (head_rows == 0 || i0 % head_rows + n <= head_rows) return VisibleEnd(i0 + n - 1);
     return VisibleEnd(head_rows - 1);
   }
+  // One past the last query that sees key j: q_len, or under §1.5's window the first query
+  // whose window starts after j (query i sees j iff QueryPosition(i) < j + window).
+  size_t QueryEndSeeing(size_t j) const {
+    if (window == 0) return q_len;
+    const ptrdiff_t end = ptrdiff_t(j) + ptrdiff_t(window) + ptrdiff_t(q_len) - ptrdiff_t(kv_len);
+    return size_t(std::clamp<ptrdiff_t>(end, 0, ptrdiff_t(q_len)));
+  }
   // First query that sees key j (q_len if none).
   size_t FirstQuerySeeing(size_t j) const {
     if (!causal) return 0;

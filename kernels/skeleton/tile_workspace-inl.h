@@ -797,8 +797,10 @@ HWY_INLINE void ParallelTiles(size_t count, const Task& task) {
 }
 
 // Query tile [i0, i0 + nq) against key tile [j0, j0 + nk): per-query key limits within the
-// tile (as float for masks and as ranges for the P V product). Returns whether every real
-// query sees every key of the tile.
+// tile (as float for masks and as ranges for the P V and dS K products, which start at a
+// row's first key under a sliding window, docs/math.md §1.5: hidden keys are never
+// multiplied). Returns whether every real query sees every key of the tile below its limit
+// (the window's hidden keys are the scores' own mask).
 HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, size_t j0,
                             size_t nk, TileWorkspace& ws) {
   std::fill(ws.range_begin, ws.range_begin + kTileQ, 0u);
@@ -815,6 +817,10 @@ HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, siz
     }
     ws.visible[i] = float(limit);
     ws.range_end[i] = uint32_t(limit);
+    if (p.window != 0 && i < nq) {
+      const size_t begin = p.VisibleBegin(i0 + i);
+      if (begin > j0) ws.range_begin[i] = uint32_t(std::min(begin - j0, limit));
+    }
   }
   return all_visible;
 }
@@ -829,26 +835,21 @@ HWY_INLINE size_t QueryColumns(size_t nq) {
 
 // The sliding window (docs/math.md §1.5) on QueryLimits' limits for the forward's key tile
 // [j0, j0 + nk): a row whose window starts past the tile sees none of it (limit 0, and the
-// tile is not all visible), a row whose window starts inside it reads V from there
-// (range_begin: its earlier keys are never multiplied), and only the columns of rows that see
-// a key are worth a score (whole pairs of vectors; the rest are never read). A band of W keys
-// through 96-query tiles computed about 1.5 times its visible scores at full width, about 1.2
-// times in these columns (docs/design.md §3).
+// tile is not all visible), and only the columns of rows that see a key are worth a score
+// (whole pairs of vectors; the rest are never read). A band of W keys through 96-query tiles
+// computed about 1.5 times its visible scores at full width, about 1.2 times in these columns
+// (docs/design.md §3).
 HWY_INLINE ColumnRange WindowLimits(const AttentionProblem& p, size_t i0, size_t nq, size_t j0,
                                     size_t nk, size_t columns, bool& all_visible,
                                     TileWorkspace& ws) {
   if (p.window == 0) return {0, columns};
   size_t first = nq, last = 0;
   for (size_t i = 0; i < nq; ++i) {
-    const size_t begin = p.VisibleBegin(i0 + i);
-    if (begin >= j0 + nk) {
+    if (p.VisibleBegin(i0 + i) >= j0 + nk) {
       ws.visible[i] = 0.0f;
-      ws.range_end[i] = 0;
+      ws.range_begin[i] = ws.range_end[i] = 0;
       all_visible = false;
-    } else if (begin > j0) {
-      ws.range_begin[i] = uint32_t(std::min<size_t>(begin - j0, ws.range_end[i]));
-    }
-    if (ws.range_begin[i] < ws.range_end[i]) {
+    } else if (ws.range_begin[i] < ws.range_end[i]) {
       first = std::min(first, i);
       last = i + 1;
     }

@@ -201,11 +201,12 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
           RoundBackwardBlock(p.bwd, weights, nq, kTileK, nk);  // the block of (i0, j0)
           RoundBackwardBlock(p.bwd, grads, nq, kTileK, nk);
         }
-        // Key j of the tile is seen by the tile's queries [begin_j, nq).
+        // Key j of the tile is seen by the tile's queries [begin_j, end_j) (end_j < nq under a
+        // sliding window).
         for (size_t j = 0; j < nk; ++j) {
-          const size_t first = p.FirstQuerySeeing(j0 + j);
+          const size_t first = p.FirstQuerySeeing(j0 + j), end = p.QueryEndSeeing(j0 + j);
           ws.range_begin[j] = uint32_t(std::clamp(first, i0, i0 + nq) - i0);
-          ws.range_end[j] = uint32_t(nq);
+          ws.range_end[j] = uint32_t(std::clamp(end, i0, i0 + nq) - i0);
         }
         const RhsView do_rows = DimRows(d_o_product, i0, nq, dim, padded_dim, ws.rows.get());
         MatMulRanged({weights, 1, kTileK}, do_rows, {dv, padded_dim}, nk, padded_dim,
@@ -258,7 +259,8 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
           const size_t limit = std::min(p.VisibleEnd(i), nk);
           WeighRowAndGrad(fixed, weights + i * width, grads + i * width, width, limit,
                           head_params + i * Transform::kRowParams);
-          ws.range_begin[i] = 0;  // query i reads keys [0, limit)
+          // query i reads keys [VisibleBegin, limit)
+          ws.range_begin[i] = uint32_t(std::min(p.VisibleBegin(i), limit));
           ws.range_end[i] = uint32_t(limit);
         }
       });
@@ -271,9 +273,9 @@ void WholeHeadBackward(const AttentionProblem& p, const BackwardArgs& args, cons
                    {dq, padded_dim}, nq, padded_dim, ws.range_begin, ws.range_end);
       StoreRows(dq, nq, dim, padded_dim, nullptr, p.scale, RowOf(args.dq, b, h, 0),
                 size_t(args.dq.strides.token));
-      for (size_t j = 0; j < nk; ++j) {  // key j is seen by queries [first, nq)
+      for (size_t j = 0; j < nk; ++j) {  // key j is seen by queries [first, end)
         ws.range_begin[j] = uint32_t(std::min(p.FirstQuerySeeing(j), nq));
-        ws.range_end[j] = uint32_t(nq);
+        ws.range_end[j] = uint32_t(p.QueryEndSeeing(j));
       }
       MatMulRanged({weights, 1, width},
                    DimRows(d_o_product, 0, nq, dim, padded_dim, ws.rows.get()), {dv, padded_dim},

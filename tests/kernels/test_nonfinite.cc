@@ -76,7 +76,8 @@ TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsThatSeeIt) {
 // The same under a sliding window (§1.5), whose forward computes scores only for the rows that
 // see a key tile and reads V only from each row's first visible key: a NaN in key or value
 // row j reaches rows [j, j + W) alone, after a forward that left NaN in every score tile of
-// the threads' workspaces (columns the windowed forward skips are never read).
+// the threads' workspaces (columns the windowed forward skips are never read); the same for
+// dQ, and for the dK and dV of keys outside a NaN query's window.
 TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsWhoseWindowHasIt) {
   for (const std::string& target : SupportedTargets()) {
     SCOPED_TRACE(target);
@@ -89,13 +90,26 @@ TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsWhoseWindowHasIt) {
       const int64_t window = 40, bad = 130;
       c.options.window = window;
       (in_value ? c.v : c.k).at(0, 0, bad, 3) = kNaN;
-      const KernelOutputs out = c.Run(false);
+      const KernelOutputs out = c.Run();
       for (int64_t h = 0; h < 2; ++h) {
         for (int64_t i = 0; i < 300; ++i) {
           EXPECT_EQ(RowHasNaN(out.o, 0, h, i), i >= bad && i < bad + window)
               << (in_value ? "V" : "K") << " NaN, row " << i;
+          EXPECT_EQ(RowHasNaN(out.dq, 0, h, i), i >= bad && i < bad + window)
+              << (in_value ? "V" : "K") << " NaN, dQ row " << i;
         }
       }
+    }
+    // And a NaN in query row i reaches the gradients of the keys in its window alone.
+    AttentionCase c({1, 2, 1, 300, 300, 16}, true, SinkMode::kNone, Layout::kBHTD);
+    const int64_t window = 40, bad = 200;
+    c.options.window = window;
+    c.q.at(0, 1, bad, 2) = kNaN;
+    const KernelOutputs out = c.Run();
+    for (int64_t j = 0; j < 300; ++j) {
+      const bool seen = j > bad - window && j <= bad;
+      EXPECT_EQ(RowHasNaN(out.dk, 0, 0, j), seen) << "Q NaN, dK row " << j;
+      EXPECT_EQ(RowHasNaN(out.dv, 0, 0, j), seen) << "Q NaN, dV row " << j;
     }
   }
 }
