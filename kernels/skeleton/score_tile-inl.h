@@ -495,7 +495,8 @@ HWY_INLINE bool ScoresReadKeyRows(const AttentionProblem& p) {
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
 // q_panel, or in ws by PackQueries on the integer and AMX paths), key-major with row stride kTileQ.
 // On the AMX path up to 15 rows past nk are written too (the tile's buffer has them). The fp32
-// product computes only the columns in `live` (WindowLimits'), the other products all of them.
+// product computes only the columns in `live` (WindowLimits'), per block of keys those whose
+// queries see it when `live` says which queries they are; the other products all of them.
 HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
                           size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,
                           TileWorkspace& ws, ColumnRange live = {0, kTileQ}) {
@@ -536,8 +537,18 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
   const size_t end = std::min(columns, live.end);
   if (live.begin >= end) return;
   const LhsView keys = KeyTile(k, j0, nk, p.dim, ws.key_rows.get());
-  MatMul<false>(keys, {q_panel + live.begin, kTileQ}, {out + live.begin, kTileQ}, nk,
-                end - live.begin, p.dim);
+  if (live.first_query == SIZE_MAX) {
+    MatMul<false>(keys, {q_panel + live.begin, kTileQ}, {out + live.begin, kTileQ}, nk,
+                  end - live.begin, p.dim);
+    return;
+  }
+  for (size_t r0 = 0; r0 < nk; r0 += kMicroRows) {  // a band's key blocks
+    const size_t block = std::min(kMicroRows, nk - r0);
+    const ColumnRange c = KeyBlockColumns(p, live, j0 + r0, block);
+    if (c.begin >= c.end) continue;
+    RowBlock<false>(block, keys, r0, {q_panel + c.begin, kTileQ}, c.end - c.begin,
+                    {out + c.begin, kTileQ}, 0, p.dim);
+  }
 }
 
 // A query tile in the form the call's score product reads: q_panel (fp32, transposed and

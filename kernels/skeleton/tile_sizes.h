@@ -3,6 +3,7 @@
 #define LPATTN_KERNELS_SKELETON_TILE_SIZES_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/precision.h"
 
@@ -51,9 +52,12 @@ inline constexpr bool DecodesKvOnce(size_t batch, size_t heads, size_t kv_heads,
          batch * kv_heads * head_bytes / 2 <= kMaxDecodedBytes;
 }
 
-// The score-tile columns (queries of a tile) [begin, end) a forward computes for one key tile.
+// The score-tile columns (queries of a tile) [begin, end) a forward computes for one key tile;
+// with first_query (the query of column 0, when the columns are consecutive queries of one
+// head), each block of keys narrows them to the queries that see it.
 struct ColumnRange {
   size_t begin, end;
+  size_t first_query = SIZE_MAX;
 };
 
 // The backward's dS blocks (docs/math.md §4.2) are the tiles.

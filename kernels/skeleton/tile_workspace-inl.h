@@ -857,7 +857,24 @@ HWY_INLINE ColumnRange WindowLimits(const AttentionProblem& p, size_t i0, size_t
   if (first >= last) return {0, 0};
   const hn::ScalableTag<float> d;
   const size_t pair = 2 * hn::Lanes(d);
-  return {first / pair * pair, std::min(columns, hwy::RoundUpTo(last, pair))};
+  return {first / pair * pair, std::min(columns, hwy::RoundUpTo(last, pair)),
+          p.head_rows == 0 ? i0 : SIZE_MAX};
+}
+
+// The columns of `live` whose queries see any of keys [j, j + n) (rows of consecutive queries
+// from live.first_query): [FirstQuerySeeing(j), QueryEndSeeing(j + n - 1)) in whole pairs of
+// vectors. Per block of kMicroRows keys, a band's score product skips the triangles a key
+// tile's columns leave on each edge (1.19 -> 1.08 times the visible scores at W = 256).
+HWY_INLINE ColumnRange KeyBlockColumns(const AttentionProblem& p, const ColumnRange& live,
+                                       size_t j, size_t n) {
+  const size_t i0 = live.first_query;
+  const size_t first = std::max(p.FirstQuerySeeing(j), i0) - i0;
+  const size_t end = p.QueryEndSeeing(j + n - 1);
+  if (end <= i0 + first) return {0, 0};
+  const hn::ScalableTag<float> d;
+  const size_t pair = 2 * hn::Lanes(d);
+  return {std::max(live.begin, first / pair * pair),
+          std::min(live.end, hwy::RoundUpTo(end - i0, pair))};
 }
 
 // The first key tile the query tile [i0, i0 + nq) can see (docs/math.md §1.5's window hides
