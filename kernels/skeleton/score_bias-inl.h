@@ -64,18 +64,22 @@ HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t
   HWY_ALIGN float slope[kTileMax], position[kTileMax], begin[kTileMax];
   size_t last_begin = 0;
   columns = std::min(columns, live.end);
+  const bool alibi = p.alibi_slopes != nullptr;
   for (size_t i = live.begin; i < columns; ++i) {
     const bool row = i < nq;
-    slope[i] = row && p.alibi_slopes != nullptr ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f;
-    position[i] = row ? float(p.QueryPosition(i0 + i)) : 0.0f;
-    begin[i] = row ? float(p.VisibleBegin(i0 + i)) : 0.0f;
-    if (row) last_begin = std::max(last_begin, p.VisibleBegin(i0 + i));
+    slope[i] = row && alibi ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f;
+    position[i] = row && alibi ? float(p.QueryPosition(i0 + i)) : 0.0f;
+    const size_t first = row ? p.VisibleBegin(i0 + i) : 0;
+    begin[i] = float(first);
+    last_begin = std::max(last_begin, first);
   }
   if (WindowHidesNone(p, j0, last_begin)) return;
+  // With the window alone, keys from the latest first key on are left as they are.
+  const size_t keys = alibi || p.softcap != 0.0f ? nk : std::min(nk, last_begin - j0);
   for (size_t i = live.begin; i < columns; i += N) {
     const auto m = hn::Load(d, slope + i), pos = hn::Load(d, position + i);
     const auto first = hn::Load(d, begin + i);
-    for (size_t j = 0; j < nk; ++j) {
+    for (size_t j = 0; j < keys; ++j) {
       float* s = st + j * stride + i;
       const auto key = hn::Set(d, float(j0 + j));
       hn::StoreU(ModifiedScores(d, p, hn::LoadU(d, s), key, m, pos, first), d, s);

@@ -138,7 +138,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
     }
     bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-    const ColumnRange live = WindowLimits(p, i0, nq, j0, nk, columns, all_visible, ws);
+    const ColumnRange live = WindowLimits(p, i0, nq, columns, all_visible, ws);
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
     } else {
