@@ -168,6 +168,111 @@ HWY_INLINE void FewQueryValues(const HeadRows& v, size_t j0, size_t lo, size_t h
   FewQueryValuesOf<RowKind::kFloat>(v, j0, lo, hi, w, dim, out, out_stride);
 }
 
+// ---- the int8 path's P V (IntPv) for a decode tile --------------------------------------------
+// The int16 pair tile regroups each key tile's V quads into pairs in scratch and reads them
+// back. Widened as they lie instead, a quad row's codes are, per channel, 4 keys' int16 codes
+// in a row; pmaddwd against a row's 4 weight codes (repeated along the vector) leaves each
+// channel's two pair sums in adjacent lanes, added once per key tile. The same exact int32
+// sums as the tile's, scaled by its expression: bit-identical outputs.
+
+// Whether a decode tile's int8 P V takes FewQueryIntValues: at most 4 rows, V in quads not read
+// by the u8 x s8 tile, a head dimension of whole vectors.
+HWY_INLINE bool TakesFewQueryIntValues(const AttentionProblem& p, size_t nq) {
+  const hn::ScalableTag<int32_t> d32;
+  if (nq > kFewQueries || p.int_pv.v_quads == nullptr || p.dim % hn::Lanes(d32) != 0) {
+    return false;
+  }
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+  if (native::NativePathEnabled(kQuadPath)) return false;
+#endif
+  return true;
+}
+
+// out[i][c] += (p_scale v_scale[c]) sum_j code(w_ji) v_j[c] for the 4 rows i of a decode tile
+// (rows past nq are scratch) and keys [j0, j0 + nk), j0 a multiple of 4; weights key-major,
+// `columns` wide, coded as IntWeightsTimesValues codes them.
+HWY_INLINE void FewQueryIntValues(const AttentionProblem& p, size_t b, size_t kv_head, size_t j0,
+                                  size_t nk, size_t columns, const float* weights, float* out,
+                                  size_t padded_dim, TileWorkspace& ws) {
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const hn::Repartition<uint64_t, decltype(d16)> d64;
+  const hn::ScalableTag<float> df;
+  const size_t N16 = hn::Lanes(d16), N32 = hn::Lanes(d32);
+  const size_t slice = b * p.kv_heads + kv_head, quads = (nk + 3) / 4;
+  SetValueScales(p, slice, padded_dim, ws);
+  PackWeightCodes<2>(weights, nk, 2 * quads, columns, p.p_scale, ws.weight_pairs);
+  // Row i's codes of quad g's 4 keys, as one word to repeat along a vector.
+  HWY_ALIGN uint64_t codes[kTileK / 4 * kFewQueries];
+  for (size_t g = 0; g < quads; ++g) {
+    for (size_t i = 0; i < kFewQueries; ++i) {
+      codes[g * kFewQueries + i] = uint32_t(ws.weight_pairs[2 * g * kTileQ + i]) |
+                                   uint64_t(uint32_t(ws.weight_pairs[(2 * g + 1) * kTileQ + i])) << 32;
+    }
+  }
+  const IntPv& v = p.int_pv;
+  const int8_t* tile = v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4;
+  const auto p_scale = hn::Set(df, p.p_scale);
+  for (size_t c0 = 0; c0 < padded_dim; c0 += N32) {  // two vectors of quads: N32 channels
+    // Odd-pair accumulators (unused where pmaddwd adds each pair itself).
+    auto a0 = hn::Zero(d32), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    auto oa0 = a0, oa1 = a0, oa2 = a0, oa3 = a0, ob0 = a0, ob1 = a0, ob2 = a0, ob3 = a0;
+    for (size_t g = 0; g < quads; ++g) {
+      const int8_t* quad = tile + (g * v.width + c0) * 4;
+      const auto x = hn::PromoteTo(d16, hn::LoadU(d8, quad));
+      const auto y = hn::PromoteTo(d16, hn::LoadU(d8, quad + N16));
+      const uint64_t* w = codes + g * kFewQueries;
+      const auto w0 = hn::BitCast(d16, hn::Set(d64, w[0])), w1 = hn::BitCast(d16, hn::Set(d64, w[1]));
+      const auto w2 = hn::BitCast(d16, hn::Set(d64, w[2])), w3 = hn::BitCast(d16, hn::Set(d64, w[3]));
+      a0 = hn::ReorderWidenMulAccumulate(d32, x, w0, a0, oa0);
+      a1 = hn::ReorderWidenMulAccumulate(d32, x, w1, a1, oa1);
+      a2 = hn::ReorderWidenMulAccumulate(d32, x, w2, a2, oa2);
+      a3 = hn::ReorderWidenMulAccumulate(d32, x, w3, a3, oa3);
+      b0 = hn::ReorderWidenMulAccumulate(d32, y, w0, b0, ob0);
+      b1 = hn::ReorderWidenMulAccumulate(d32, y, w1, b1, ob1);
+      b2 = hn::ReorderWidenMulAccumulate(d32, y, w2, b2, ob2);
+      b3 = hn::ReorderWidenMulAccumulate(d32, y, w3, b3, ob3);
+    }
+    // IntMatMul<true>'s epilogue on channels [c0, c0 + N32): each channel's two pair sums
+    // added, float(sum) (p_scale v_scale) + out.
+    const auto scales = hn::Mul(p_scale, hn::LoadU(df, ws.value_scale + c0));
+    const auto store = [&](size_t i, hn::Vec<decltype(d32)> lo, hn::Vec<decltype(d32)> hi)
+                           HWY_ATTR {
+      const auto sums = hn::Add(hn::ConcatEven(d32, hi, lo), hn::ConcatOdd(d32, hi, lo));
+      float* o = out + i * padded_dim + c0;
+      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, sums), scales, hn::LoadU(df, o)), df, o);
+    };
+    store(0, hn::RearrangeToOddPlusEven(a0, oa0), hn::RearrangeToOddPlusEven(b0, ob0));
+    store(1, hn::RearrangeToOddPlusEven(a1, oa1), hn::RearrangeToOddPlusEven(b1, ob1));
+    store(2, hn::RearrangeToOddPlusEven(a2, oa2), hn::RearrangeToOddPlusEven(b2, ob2));
+    store(3, hn::RearrangeToOddPlusEven(a3, oa3), hn::RearrangeToOddPlusEven(b3, ob3));
+  }
+}
+
+// A decode tile's next key tile [j0, j0 + nk) of the int8 products' own operands where they
+// lie in one piece, asked for ahead of their use: K's codes and scales (unpaged: paged ones
+// are PrefetchPagedKeyCodes') and V's key quads. Both streams are contiguous, but the tile
+// reads them in strided passes (FewQueryIntValues reads 32 bytes of each 512-byte quad row a
+// pass), and on AMD Zen 3 the step waited on those loads for a third of its samples. Only on
+// targets of 16 vector registers, as AsksDecodeRows.
+HWY_INLINE void PrefetchIntOperands(const AttentionProblem& p, size_t b, size_t kv_head,
+                                    size_t j0, size_t nk) {
+  if (FewQueryValueVectors() != 2) return;
+  const IntQk& k = p.int_qk;
+  if (k.k_rows != nullptr && k.block_tables == nullptr) {
+    const size_t row0 = k.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
+    PrefetchRows(k.k_rows + row0 * p.dim, 0, 1, nk * p.dim, 0);
+    PrefetchRows(k.k_scale + row0, 0, 1, nk * sizeof(float), 0);
+  }
+  const IntPv& v = p.int_pv;
+  if (v.v_quads != nullptr) {
+    const size_t slice = b * p.kv_heads + kv_head;
+    PrefetchRows(v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4, 0, 1,
+                 (nk + 3) / 4 * v.width * 4, 0);
+  }
+}
+
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lpattn

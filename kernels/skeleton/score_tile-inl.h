@@ -325,22 +325,31 @@ HWY_INLINE bool TakesFewQueryScores(const AttentionProblem& p, size_t nq) {
          !p.amx_qk8 && p.int_qk.q == nullptr && p.int_qk.k_rows == nullptr;
 }
 
-// The sums of a, b, c, e's lanes, in that order, as 4 lanes: pairs interleaved and added
-// within each 128-bit block, then the blocks added.
-template <class D>
-HWY_INLINE hn::Vec<hn::CappedTag<float, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Vec<D> b,
-                                                        hn::Vec<D> c, hn::Vec<D> e) {
-  const hn::Repartition<double, D> d64;
+// The sums of a, b, c, e's lanes (float or int32), in that order, as 4 lanes: pairs
+// interleaved and added within each 128-bit block, then the blocks added.
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<hn::CappedTag<T, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c,
+                                                    hn::Vec<D> e) {
+  const hn::Repartition<hwy::MakeWide<T>, D> d64;  // double for floats, int64 for int32
   const auto ab = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b)));
   const auto ce = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e)));
   const auto blocks = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab, ce)),
                               hn::BitCast(d, hn::InterleaveUpper(d64, ab, ce)));
-  HWY_ALIGN float lanes[hn::MaxLanes(d)];
+  HWY_ALIGN T lanes[hn::MaxLanes(d)];
   hn::Store(blocks, d, lanes);
-  const hn::CappedTag<float, 4> d4;
+  const hn::CappedTag<T, 4> d4;
   auto sums = hn::Load(d4, lanes);
   for (size_t i = 4; i < hn::Lanes(d); i += 4) sums = hn::Add(sums, hn::Load(d4, lanes + i));
   return sums;
+}
+
+// A decode tile's score row of `columns` lanes (one vector wherever vectors hold 4 floats)
+// zeroed before its 4 sums are stored: a vector store, not the loop over `columns` that the
+// compiler made a `rep stos` (5% of an int8 decode step on AMD Zen 3).
+HWY_INLINE void ZeroScoreRow(size_t columns, float* HWY_RESTRICT row) {
+  const hn::ScalableTag<float> d;
+  hn::Store(hn::Zero(d), d, row);
+  for (size_t i = hn::Lanes(d); i < columns; i += hn::Lanes(d)) hn::Store(hn::Zero(d), d, row + i);
 }
 
 // S^T[j][i] = k_j . q_i for keys j0 .. j0 + nk against 4 query rows (`dim` apart, scaled,
@@ -382,12 +391,12 @@ HWY_INLINE void FewQueryScoresOf(const HeadRows& k, size_t j0, size_t nk,
     }
     auto sums_a = SumsOfFour(d, a0, a1, a2, a3);
     if constexpr (kScaled) sums_a = hn::Mul(sums_a, hn::Set(d4, k.scale(t0) * kUnit));
-    for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + j * kTileQ + i);
+    ZeroScoreRow(columns, out + j * kTileQ);
     hn::Store(sums_a, d4, out + j * kTileQ);
     if (!pair) break;
     auto sums_b = SumsOfFour(d, b0, b1, b2, b3);
     if constexpr (kScaled) sums_b = hn::Mul(sums_b, hn::Set(d4, k.scale(t1) * kUnit));
-    for (size_t i = 0; i < columns; i += N) hn::Store(hn::Zero(d), d, out + (j + 1) * kTileQ + i);
+    ZeroScoreRow(columns, out + (j + 1) * kTileQ);
     hn::Store(sums_b, d4, out + (j + 1) * kTileQ);
   }
 }
@@ -465,6 +474,88 @@ HWY_INLINE IntKeyTile IntKeyRows(const AttentionProblem& p, size_t b, size_t kv_
   return {rows, ws.key_sums, ws.key_scales, amx_blocks ? ws.key_blocks : nullptr};
 }
 
+// ---- a decode tile's int8 scores ------------------------------------------------------------
+// The int16 pair tile (IntMatMul) puts queries along the lanes, so a decode tile of 4 queries
+// would waste half of every vector, and it reads K's rows widened into scratch first. With at
+// most 4 queries, each score is instead a dot product along the head dimension, K's codes
+// widened in registers: the same exact int32 sums, scaled by the same expression, so the
+// scores are bit-identical to the tile's.
+
+// Whether the int8 score product (the int16 pair tile: not the u8 x s8 or AMX tiles) takes
+// FewQueryIntScores: at most 4 queries and a head dimension of whole int16 vectors.
+HWY_INLINE bool TakesFewQueryIntScores(const AttentionProblem& p, size_t nq) {
+  const hn::ScalableTag<int16_t> d16;
+  const size_t N = hn::Lanes(d16);
+  return nq <= kFewQueries && N % 8 == 0 && p.dim % N == 0 && p.int_qk.k_rows != nullptr &&
+         p.int_qk.q != nullptr && !p.amx_qk8 && !QuadScores(p);
+}
+
+// The 4 query rows of FewQueryIntScores: Q's int16 codes [4][dim] in ws.int_panel, zero past
+// nq, and col_scale as PackIntQueries sets it.
+HWY_INLINE void PackFewIntQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
+                                  size_t nq, TileWorkspace& ws) {
+  const size_t row0 = (b * p.heads + h) * p.q_len + i0;
+  int16_t* rows = ws.int_panel.get();
+  std::fill(rows, rows + kFewQueries * p.dim, int16_t(0));
+  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * p.int_qk.pairs;
+    std::copy(q, q + p.dim, rows + i * p.dim);
+    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+  }
+}
+
+// S^T[j][i] = (k_scale_j col_scale_i) sum_c k_j[c] q_i[c] for keys j < nk of `keys` against
+// the 4 int16 query rows q (`dim` apart), two keys at a time; lanes 4..columns of each key's
+// row are zero.
+HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, const int16_t* HWY_RESTRICT q,
+                                  size_t dim, const float* HWY_RESTRICT col_scale, size_t columns,
+                                  float* HWY_RESTRICT out) {
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const hn::CappedTag<float, 4> d4;
+  const size_t N = hn::Lanes(d16);
+  const auto q_scales = hn::LoadU(d4, col_scale);
+  for (size_t j = 0; j < nk; j += 2) {
+    const bool pair = j + 1 < nk;
+    const int8_t* row0 = keys.rows + j * dim;
+    const int8_t* row1 = pair ? row0 + dim : row0;
+    // Odd-pair accumulators (unused where pmaddwd adds each pair itself).
+    auto a0 = hn::Zero(d32), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    auto oa0 = a0, oa1 = a0, oa2 = a0, oa3 = a0, ob0 = a0, ob1 = a0, ob2 = a0, ob3 = a0;
+    for (size_t c = 0; c < dim; c += N) {
+      const auto x = hn::PromoteTo(d16, hn::LoadU(d8, row0 + c));
+      const auto y = hn::PromoteTo(d16, hn::LoadU(d8, row1 + c));
+      const auto q0 = hn::LoadU(d16, q + c), q1 = hn::LoadU(d16, q + dim + c);
+      const auto q2 = hn::LoadU(d16, q + 2 * dim + c), q3 = hn::LoadU(d16, q + 3 * dim + c);
+      a0 = hn::ReorderWidenMulAccumulate(d32, x, q0, a0, oa0);
+      a1 = hn::ReorderWidenMulAccumulate(d32, x, q1, a1, oa1);
+      a2 = hn::ReorderWidenMulAccumulate(d32, x, q2, a2, oa2);
+      a3 = hn::ReorderWidenMulAccumulate(d32, x, q3, a3, oa3);
+      b0 = hn::ReorderWidenMulAccumulate(d32, y, q0, b0, ob0);
+      b1 = hn::ReorderWidenMulAccumulate(d32, y, q1, b1, ob1);
+      b2 = hn::ReorderWidenMulAccumulate(d32, y, q2, b2, ob2);
+      b3 = hn::ReorderWidenMulAccumulate(d32, y, q3, b3, ob3);
+    }
+    // IntMatMul's epilogue: float(sum) times (row scale x column scale), plus 0.
+    const auto scaled = [&](size_t t, hn::Vec<decltype(d32)> s0, hn::Vec<decltype(d32)> s1,
+                            hn::Vec<decltype(d32)> s2, hn::Vec<decltype(d32)> s3) HWY_ATTR {
+      const auto sums = hn::ConvertTo(d4, SumsOfFour(d32, s0, s1, s2, s3));
+      return hn::MulAdd(sums, hn::Mul(hn::Set(d4, keys.scales[t]), q_scales), hn::Zero(d4));
+    };
+    ZeroScoreRow(columns, out + j * kTileQ);
+    hn::Store(scaled(j, hn::RearrangeToOddPlusEven(a0, oa0), hn::RearrangeToOddPlusEven(a1, oa1),
+                     hn::RearrangeToOddPlusEven(a2, oa2), hn::RearrangeToOddPlusEven(a3, oa3)),
+              d4, out + j * kTileQ);
+    if (!pair) break;
+    ZeroScoreRow(columns, out + (j + 1) * kTileQ);
+    hn::Store(scaled(j + 1, hn::RearrangeToOddPlusEven(b0, ob0), hn::RearrangeToOddPlusEven(b1, ob1),
+                     hn::RearrangeToOddPlusEven(b2, ob2), hn::RearrangeToOddPlusEven(b3, ob3)),
+              d4, out + (j + 1) * kTileQ);
+  }
+}
+
 // A paged int8 K's rows [first, first + n) of (b, kv_head), with their sums and scales, asked
 // for ahead of their use (a decode step's next key tile), as RowsAhead asks for a HeadRows'
 // rows: the integer products' K lies in IntQk, apart from any HeadRows. Only for blocks
@@ -524,6 +615,10 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
   if (p.int_qk.k_rows != nullptr) {  // the int16 pair tile, on this key tile's widened rows
     const size_t pairs = p.int_qk.pairs;
     const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
+    if (ws.few_int_queries) {
+      FewQueryIntScores(keys, nk, ws.int_panel.get(), p.dim, ws.col_scale, columns, out);
+      return;
+    }
     int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
     WidenKeyRows(keys.rows, nk, p.dim, pairs, words);
     IntMatMul({words, pairs, 1, keys.scales},
@@ -555,9 +650,12 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
 // scaled) or ws's integer or AMX panel.
 HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t b, size_t h,
                             size_t i0, size_t nq, float* q_panel, TileWorkspace& ws) {
-  ws.few_queries = false;
+  ws.few_queries = ws.few_int_queries = false;
   if (p.amx_qk8 || QuadScores(p)) {
     PackInt8QueryQuads(p, b, h, i0, nq, !p.amx_qk8, ws);
+  } else if (TakesFewQueryIntScores(p, nq)) {
+    PackFewIntQueries(p, b, h, i0, nq, ws);
+    ws.few_int_queries = true;
   } else if (p.int_qk.q != nullptr) {
     PackIntQueries(p, b, h, i0, nq, ws);
   } else if (p.amx_qk != AmxScores::kOff) {

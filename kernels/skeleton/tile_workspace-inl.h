@@ -177,6 +177,7 @@ struct TileWorkspace {
   HWY_ALIGN float factor[kTileMax];
   HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
   bool few_queries = false;  // the forward's query tile packed for FewQueryScores (rows2)
+  bool few_int_queries = false;  // ... for FewQueryIntScores (int_panel)
   RowsAhead ahead;           // a decode tile's next rows, for FewQueryScores to ask for
   static constexpr size_t kMaxRowParams = 12;
   HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
@@ -546,6 +547,17 @@ HWY_INLINE void AmxInt8Gradient(const int8_t* a, size_t a_stride, const float* a
 // channel by p_scale times V's scale (per tensor or channel). On the u8 x s8 tile when V was
 // prepared for it and this target's VNNI family is enabled (P's codes are never negative: the
 // unsigned side), else on the int16 pair tile.
+// ws.value_scale: V's scale of each of padded_dim output channels for slice (b, kv head) on
+// the int8 path (IntPv), 0 for the padding channels (whose codes are 0 too).
+HWY_INLINE void SetValueScales(const AttentionProblem& p, size_t slice, size_t padded_dim,
+                               TileWorkspace& ws) {
+  const IntPv& v = p.int_pv;
+  const float* v_scales = v.v_scales + slice * v.scale_stride;
+  for (size_t c = 0; c < padded_dim; ++c) {
+    ws.value_scale[c] = c >= p.dim ? 0.0f : v.scale_stride == 0 ? v_scales[0] : v_scales[c];
+  }
+}
+
 HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                       size_t j0, size_t nk, size_t nq, size_t columns,
                                       const float* weights, float* out, size_t padded_dim,
@@ -553,10 +565,7 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
   const size_t pairs = (nk + 1) / 2, slice = b * p.kv_heads + kv_head;
   std::fill(ws.weight_scale, ws.weight_scale + nq, p.p_scale);
   const IntPv& v = p.int_pv;
-  const float* v_scales = v.v_scales + slice * v.scale_stride;
-  for (size_t c = 0; c < padded_dim; ++c) {  // padded channels: V's codes there are 0
-    ws.value_scale[c] = c >= p.dim ? 0.0f : v.scale_stride == 0 ? v_scales[0] : v_scales[c];
-  }
+  SetValueScales(p, slice, padded_dim, ws);
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
   if (v.v_quads != nullptr && native::NativePathEnabled(kQuadPath)) {
     const size_t quads = (nk + 3) / 4;
@@ -838,7 +847,10 @@ HWY_INLINE bool QueryLimits(const AttentionProblem& p, size_t i0, size_t nq, siz
   // tile is interior (the common case, filled without per-row work).
   const bool all_visible = p.MinVisibleEnd(i0, nq) >= j0 + nk;
   const hn::ScalableTag<float> df;
-  if (p.head_rows == 0 && kTileQ % hn::Lanes(df) == 0) {
+  // An interior tile without a window has the same limits in any row order: a decode step's
+  // grouped tiles (head_rows) take the vector loop too (its scalar one was 3% of an int8 step).
+  const bool linear = p.head_rows == 0 || (all_visible && p.window == 0);
+  if (linear && kTileQ % hn::Lanes(df) == 0) {
     LinearQueryLimits(p, i0, nq, j0, nk, all_visible, ws);
     return all_visible;
   }

@@ -136,6 +136,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
         if (ask_v) PrefetchRowsOf(v, j0 + kTileK, next, dim);
       }
       PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
+      PrefetchIntOperands(p, b, kv_head, j0 + kTileK, next);
     }
     bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     const ColumnRange live = WindowLimits(p, i0, nq, columns, all_visible, ws);
@@ -169,7 +170,11 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       }
       ScaleRows(out, nq, padded_dim, ws.factor);
       if (p.int_pv.set()) {  // rounds P itself, to its codes
-        IntWeightsTimesValues(p, b, kv_head, j0, nk, nq, columns, scores, out, padded_dim, ws);
+        if (TakesFewQueryIntValues(p, nq)) {
+          FewQueryIntValues(p, b, kv_head, j0, nk, columns, scores, out, padded_dim, ws);
+        } else {
+          IntWeightsTimesValues(p, b, kv_head, j0, nk, nq, columns, scores, out, padded_dim, ws);
+        }
         continue;
       }
       if (p.p_format != quant::Format::kFp32) {

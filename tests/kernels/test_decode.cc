@@ -99,5 +99,63 @@ TEST(Decode, SplitKeysGiveTheSameBitsOnAnyThreadCount) {
   }
 }
 
+// A decode tile of at most 4 rows takes the int8 path's dot-product scores and its P V on V's
+// quads as they lie (docs/design.md §8); a tile of 5 takes the int16 pair tiles. Both make
+// the same exact integer sums and scale them alike, so the rows they share come out in the
+// same bits: non-causal, so that every row sees the same keys (and the same key blocks) in
+// either call; tails of key tiles, quads and blocks, rows past nq in the small tile.
+TEST(Decode, Int8DecodeTileGivesTheIntegerTilesBits) {
+  const std::pair<AttentionShape, int64_t> kShapes[] = {  // (shape at q_len 5, rows compared)
+      {{1, 3, 3, 5, 1700, 64}, 4}, {{2, 2, 2, 5, 77, 80}, 3}, {{1, 2, 1, 5, 3001, 128}, 1}};
+  for (const char* precision : {"qk=int8,pv=int8,p=int8,gran=token,vgran=channel",
+                                "qk=int8,pv=int8,p=int8,gran=tensor"}) {
+    for (const auto& [shape, rows] : kShapes) {
+      AttentionCase tile(shape, false, SinkMode::kLearned, Layout::kBHTD, 11);
+      AttentionShape few_shape = shape;
+      few_shape.q_len = rows;
+      AttentionCase few(few_shape, false, SinkMode::kLearned, Layout::kBHTD, 11);
+      few.k = tile.k;
+      few.v = tile.v;
+      few.sink_logits = tile.sink_logits;
+      few.options.sink_logits = few.sink_logits.data();
+      for (int64_t b = 0; b < shape.batch; ++b) {
+        for (int64_t h = 0; h < shape.heads; ++h) {
+          for (int64_t i = 0; i < shape.q_len; ++i) {
+            for (int64_t c = 0; c < shape.head_dim; ++c) {
+              // The rows only the tile has are small, so that a scale per tensor is Q's rows'.
+              if (i >= rows) tile.q.at(b, h, i, c) *= 0.01f;
+              if (i < rows) few.q.at(b, h, i, c) = tile.q.at(b, h, i, c);
+            }
+          }
+        }
+      }
+      tile.options.precision = few.options.precision = ParsePrecision(precision);
+      for (const std::string& target : SupportedTargets()) {
+        const ScopedTarget pin(target);
+        ASSERT_TRUE(pin.ok);
+        const std::string what = target + " " + precision + " D " + std::to_string(shape.head_dim) +
+                                 " Tk " + std::to_string(shape.kv_len) + " rows " + std::to_string(rows);
+        for (const bool prepared : {false, true}) {
+          const KernelOutputs a = prepared ? RunPrepared(tile, Layout::kBHTD) : tile.Run(false);
+          const KernelOutputs z = prepared ? RunPrepared(few, Layout::kBHTD) : few.Run(false);
+          for (int64_t b = 0; b < shape.batch; ++b) {
+            for (int64_t h = 0; h < shape.heads; ++h) {
+              for (int64_t i = 0; i < rows; ++i) {
+                const size_t row_a = size_t((b * shape.heads + h) * shape.q_len + i);
+                const size_t row_z = size_t((b * shape.heads + h) * rows + i);
+                ASSERT_EQ(a.lse[row_a], z.lse[row_z]) << what << (prepared ? " prepared" : "");
+                for (int64_t c = 0; c < shape.head_dim; ++c) {
+                  ASSERT_EQ(a.o.at(b, h, i, c), z.o.at(b, h, i, c))
+                      << what << (prepared ? " prepared" : "") << " row " << i << " channel " << c;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lpattn::test
