@@ -220,19 +220,12 @@ HWY_INLINE void FewQueryIntValues(const AttentionProblem& p, size_t b, size_t kv
     auto oa0 = a0, oa1 = a0, oa2 = a0, oa3 = a0, ob0 = a0, ob1 = a0, ob2 = a0, ob3 = a0;
     for (size_t g = 0; g < quads; ++g) {
       const int8_t* quad = tile + (g * v.width + c0) * 4;
-      const auto x = hn::PromoteTo(d16, hn::LoadU(d8, quad));
-      const auto y = hn::PromoteTo(d16, hn::LoadU(d8, quad + N16));
       const uint64_t* w = codes + g * kFewQueries;
-      const auto w0 = hn::BitCast(d16, hn::Set(d64, w[0])), w1 = hn::BitCast(d16, hn::Set(d64, w[1]));
-      const auto w2 = hn::BitCast(d16, hn::Set(d64, w[2])), w3 = hn::BitCast(d16, hn::Set(d64, w[3]));
-      a0 = hn::ReorderWidenMulAccumulate(d32, x, w0, a0, oa0);
-      a1 = hn::ReorderWidenMulAccumulate(d32, x, w1, a1, oa1);
-      a2 = hn::ReorderWidenMulAccumulate(d32, x, w2, a2, oa2);
-      a3 = hn::ReorderWidenMulAccumulate(d32, x, w3, a3, oa3);
-      b0 = hn::ReorderWidenMulAccumulate(d32, y, w0, b0, ob0);
-      b1 = hn::ReorderWidenMulAccumulate(d32, y, w1, b1, ob1);
-      b2 = hn::ReorderWidenMulAccumulate(d32, y, w2, b2, ob2);
-      b3 = hn::ReorderWidenMulAccumulate(d32, y, w3, b3, ob3);
+      PairProducts2x4(d32, hn::PromoteTo(d16, hn::LoadU(d8, quad)),
+                      hn::PromoteTo(d16, hn::LoadU(d8, quad + N16)),
+                      hn::BitCast(d16, hn::Set(d64, w[0])), hn::BitCast(d16, hn::Set(d64, w[1])),
+                      hn::BitCast(d16, hn::Set(d64, w[2])), hn::BitCast(d16, hn::Set(d64, w[3])),
+                      a0, a1, a2, a3, b0, b1, b2, b3, oa0, oa1, oa2, oa3, ob0, ob1, ob2, ob3);
     }
     // IntMatMul<true>'s epilogue on channels [c0, c0 + N32): each channel's two pair sums
     // added, float(sum) (p_scale v_scale) + out.

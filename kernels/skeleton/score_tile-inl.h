@@ -484,6 +484,25 @@ HWY_INLINE IntKeyTile IntKeyRows(const AttentionProblem& p, size_t b, size_t kv_
 // widened in registers: the same exact int32 sums, scaled by the same expression, so the
 // scores are bit-identical to the tile's.
 
+// The decode tiles' 2 x 4 block of int16 pair products (FewQueryIntScores: two key rows
+// against four query rows; FewQueryIntValues: two vectors of V's quads against four rows'
+// weight codes): x times r_i into a_i, y times r_i into b_i, each with its odd-pair partner.
+// Named references, not arrays: SVE's sizeless vectors fit in no array (docs/design.md §11).
+template <class D32, class V16, class V32 = hn::Vec<D32>>
+HWY_INLINE void PairProducts2x4(D32 d32, V16 x, V16 y, V16 r0, V16 r1, V16 r2, V16 r3, V32& a0,
+                                V32& a1, V32& a2, V32& a3, V32& b0, V32& b1, V32& b2, V32& b3,
+                                V32& oa0, V32& oa1, V32& oa2, V32& oa3, V32& ob0, V32& ob1,
+                                V32& ob2, V32& ob3) {
+  a0 = hn::ReorderWidenMulAccumulate(d32, x, r0, a0, oa0);
+  a1 = hn::ReorderWidenMulAccumulate(d32, x, r1, a1, oa1);
+  a2 = hn::ReorderWidenMulAccumulate(d32, x, r2, a2, oa2);
+  a3 = hn::ReorderWidenMulAccumulate(d32, x, r3, a3, oa3);
+  b0 = hn::ReorderWidenMulAccumulate(d32, y, r0, b0, ob0);
+  b1 = hn::ReorderWidenMulAccumulate(d32, y, r1, b1, ob1);
+  b2 = hn::ReorderWidenMulAccumulate(d32, y, r2, b2, ob2);
+  b3 = hn::ReorderWidenMulAccumulate(d32, y, r3, b3, ob3);
+}
+
 // Whether the int8 score product (the int16 pair tile: not the u8 x s8 or AMX tiles) takes
 // FewQueryIntScores: at most 4 queries and a head dimension of whole int16 vectors.
 HWY_INLINE bool TakesFewQueryIntScores(const AttentionProblem& p, size_t nq) {
@@ -528,18 +547,11 @@ HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, const int16
     auto a0 = hn::Zero(d32), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     auto oa0 = a0, oa1 = a0, oa2 = a0, oa3 = a0, ob0 = a0, ob1 = a0, ob2 = a0, ob3 = a0;
     for (size_t c = 0; c < dim; c += N) {
-      const auto x = hn::PromoteTo(d16, hn::LoadU(d8, row0 + c));
-      const auto y = hn::PromoteTo(d16, hn::LoadU(d8, row1 + c));
-      const auto q0 = hn::LoadU(d16, q + c), q1 = hn::LoadU(d16, q + dim + c);
-      const auto q2 = hn::LoadU(d16, q + 2 * dim + c), q3 = hn::LoadU(d16, q + 3 * dim + c);
-      a0 = hn::ReorderWidenMulAccumulate(d32, x, q0, a0, oa0);
-      a1 = hn::ReorderWidenMulAccumulate(d32, x, q1, a1, oa1);
-      a2 = hn::ReorderWidenMulAccumulate(d32, x, q2, a2, oa2);
-      a3 = hn::ReorderWidenMulAccumulate(d32, x, q3, a3, oa3);
-      b0 = hn::ReorderWidenMulAccumulate(d32, y, q0, b0, ob0);
-      b1 = hn::ReorderWidenMulAccumulate(d32, y, q1, b1, ob1);
-      b2 = hn::ReorderWidenMulAccumulate(d32, y, q2, b2, ob2);
-      b3 = hn::ReorderWidenMulAccumulate(d32, y, q3, b3, ob3);
+      PairProducts2x4(d32, hn::PromoteTo(d16, hn::LoadU(d8, row0 + c)),
+                      hn::PromoteTo(d16, hn::LoadU(d8, row1 + c)), hn::LoadU(d16, q + c),
+                      hn::LoadU(d16, q + dim + c), hn::LoadU(d16, q + 2 * dim + c),
+                      hn::LoadU(d16, q + 3 * dim + c), a0, a1, a2, a3, b0, b1, b2, b3, oa0, oa1,
+                      oa2, oa3, ob0, ob1, ob2, ob3);
     }
     // IntMatMul's epilogue: float(sum) times (row scale x column scale), plus 0.
     const auto scaled = [&](size_t t, hn::Vec<decltype(d32)> s0, hn::Vec<decltype(d32)> s1,
