@@ -200,6 +200,16 @@ __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
 
 #endif  // HWY_TARGET == HWY_AVX3
 
+#if HWY_TARGET == HWY_AVX2
+// Four u8 x s8 byte products summed into each int32 lane without VNNI: vpmaddubsw adds each
+// pair of products into int16 and vpmaddwd against ones adds the pairs into int32. As
+// vpdpbusd's sums exactly while no pair exceeds int16, which holds for int8 codes of P (0 to
+// 127) against codes of V (-127 to 127): 2 x 127 x 127 = 32258.
+HWY_INLINE __m256i ByteQuadSums(__m256i u8, __m256i s8) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u8, s8), _mm256_set1_epi16(1));
+}
+#endif
+
 // ---- u8 x s8 products (vpdpbusd) -------------------------------------------------------------
 // Four byte products summed into each int32 lane, four times an fp32 FMA's multiply-
 // accumulates: AVX-512 VNNI on the AVX3 target's 512-bit vectors, AVX-VNNI (VEX-encoded) on
