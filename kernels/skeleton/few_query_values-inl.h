@@ -302,29 +302,6 @@ HWY_INLINE void FewQueryIntValues(const AttentionProblem& p, size_t b, size_t kv
   }
 }
 
-// A decode tile's next key tile [j0, j0 + nk) of the int8 products' own operands where they
-// lie in one piece, asked for ahead of their use: K's codes and scales (unpaged: paged ones
-// are PrefetchPagedKeyCodes') and V's key quads. Both streams are contiguous, but the tile
-// reads them in strided passes (FewQueryIntValues reads 32 bytes of each 512-byte quad row a
-// pass), and on AMD Zen 3 the step waited on those loads for a third of its samples. Only on
-// targets of 16 vector registers, as AsksDecodeRows.
-HWY_INLINE void PrefetchIntOperands(const AttentionProblem& p, size_t b, size_t kv_head,
-                                    size_t j0, size_t nk) {
-  if (FewQueryValueVectors() != 2) return;
-  const IntQk& k = p.int_qk;
-  if (k.k_rows != nullptr && k.block_tables == nullptr) {
-    const size_t row0 = k.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0);
-    PrefetchRows(k.k_rows + row0 * p.dim, 0, 1, nk * p.dim, 0);
-    PrefetchRows(k.k_scale + row0, 0, 1, nk * sizeof(float), 0);
-  }
-  const IntPv& v = p.int_pv;
-  if (v.v_quads != nullptr) {
-    const size_t slice = b * p.kv_heads + kv_head;
-    PrefetchRows(v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4, 0, 1,
-                 (nk + 3) / 4 * v.width * 4, 0);
-  }
-}
-
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
 }  // namespace lpattn

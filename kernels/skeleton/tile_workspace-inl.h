@@ -542,11 +542,6 @@ HWY_INLINE void AmxInt8Gradient(const int8_t* a, size_t a_stride, const float* a
   AddScaledSums(sums, dim, padded_cols, stride, scale, [&](size_t c) { return a_scales[c]; }, acc);
 }
 
-// out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the weights'
-// int8 codes (PackWeightCodes) times V's codes, exact integer sums scaled once per output
-// channel by p_scale times V's scale (per tensor or channel). On the u8 x s8 tile when V was
-// prepared for it and this target's VNNI family is enabled (P's codes are never negative: the
-// unsigned side), else on the int16 pair tile.
 // ws.value_scale: V's scale of each of padded_dim output channels for slice (b, kv head) on
 // the int8 path (IntPv), 0 for the padding channels (whose codes are 0 too).
 HWY_INLINE void SetValueScales(const AttentionProblem& p, size_t slice, size_t padded_dim,
@@ -558,6 +553,11 @@ HWY_INLINE void SetValueScales(const AttentionProblem& p, size_t slice, size_t p
   }
 }
 
+// out (nq rows of padded_dim) += P V for one key tile on the int8 path (IntPv): the weights'
+// int8 codes (PackWeightCodes) times V's codes, exact integer sums scaled once per output
+// channel by p_scale times V's scale (per tensor or channel). On the u8 x s8 tile when V was
+// prepared for it and this target's VNNI family is enabled (P's codes are never negative: the
+// unsigned side), else on the int16 pair tile.
 HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                       size_t j0, size_t nk, size_t nq, size_t columns,
                                       const float* weights, float* out, size_t padded_dim,

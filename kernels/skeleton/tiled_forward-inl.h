@@ -136,7 +136,6 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
         if (ask_v) PrefetchRowsOf(v, j0 + kTileK, next, dim);
       }
       PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
-      PrefetchIntOperands(p, b, kv_head, j0 + kTileK, next);
     }
     bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     const ColumnRange live = WindowLimits(p, i0, nq, columns, all_visible, ws);
