@@ -529,11 +529,14 @@ HWY_INLINE void PackFewIntQueries(const AttentionProblem& p, size_t b, size_t h,
   }
 }
 
-// S^T[j][i] = (k_scale_j col_scale_i) sum_c k_j[c] q_i[c] for keys j < nk of `keys` against
-// the 4 int16 query rows q (`dim` apart), two keys at a time; lanes 4..columns of each key's
-// row are zero.
-HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, const int16_t* HWY_RESTRICT q,
-                                  size_t dim, const float* HWY_RESTRICT col_scale, size_t columns,
+// S^T[j][i] = (k_scale_j col_scale_i) sum_c k_j[c] q_i[c] for keys j < nk of `keys` (rows
+// and scales `stride` rows apart) against the 4 int16 query rows q (`dim` apart), two keys at
+// a time, asking for the next tile's rows ahead_first + j as key j is read; lanes 4..columns
+// of each key's row are zero.
+HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, size_t stride,
+                                  const int16_t* HWY_RESTRICT q, size_t dim,
+                                  const float* HWY_RESTRICT col_scale, size_t columns,
+                                  const RowsAhead& ahead, size_t ahead_first,
                                   float* HWY_RESTRICT out) {
   const hn::ScalableTag<int16_t> d16;
   const hn::Rebind<int8_t, decltype(d16)> d8;
@@ -543,8 +546,10 @@ HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, const int16
   const auto q_scales = hn::LoadU(d4, col_scale);
   for (size_t j = 0; j < nk; j += 2) {
     const bool pair = j + 1 < nk;
-    const int8_t* row0 = keys.rows + j * dim;
-    const int8_t* row1 = pair ? row0 + dim : row0;
+    const int8_t* row0 = keys.rows + j * stride * dim;
+    const int8_t* row1 = pair ? row0 + stride * dim : row0;
+    AskRowsAhead(ahead, ahead_first + j);
+    AskRowsAhead(ahead, ahead_first + j + 1);
     // Odd-pair accumulators (unused where pmaddwd adds each pair itself).
     auto a0 = hn::Zero(d32), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
     auto oa0 = a0, oa1 = a0, oa2 = a0, oa3 = a0, ob0 = a0, ob1 = a0, ob2 = a0, ob3 = a0;
@@ -559,7 +564,8 @@ HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, const int16
     const auto scaled = [&](size_t t, hn::Vec<decltype(d32)> s0, hn::Vec<decltype(d32)> s1,
                             hn::Vec<decltype(d32)> s2, hn::Vec<decltype(d32)> s3) HWY_ATTR {
       const auto sums = hn::ConvertTo(d4, SumsOfFour(d32, s0, s1, s2, s3));
-      return hn::MulAdd(sums, hn::Mul(hn::Set(d4, keys.scales[t]), q_scales), hn::Zero(d4));
+      return hn::MulAdd(sums, hn::Mul(hn::Set(d4, keys.scales[t * stride]), q_scales),
+                        hn::Zero(d4));
     };
     ZeroScoreRow(columns, out + j * kTileQ);
     hn::Store(scaled(j, hn::RearrangeToOddPlusEven(a0, oa0), hn::RearrangeToOddPlusEven(a1, oa1),
@@ -570,6 +576,24 @@ HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, const int16
     hn::Store(scaled(j + 1, hn::RearrangeToOddPlusEven(b0, ob0), hn::RearrangeToOddPlusEven(b1, ob1),
                      hn::RearrangeToOddPlusEven(b2, ob2), hn::RearrangeToOddPlusEven(b3, ob3)),
               d4, out + (j + 1) * kTileQ);
+  }
+}
+
+// A decode tile's int8 scores (FewQueryIntScores) on K's codes where they lie: a paged K one
+// block's run of rows at a time, not gathered into scratch as IntKeyRows gathers them.
+HWY_INLINE void FewQueryIntTile(const AttentionProblem& p, size_t b, size_t kv_head, size_t j0,
+                                size_t nk, size_t columns, float* out, TileWorkspace& ws) {
+  const IntQk& k = p.int_qk;
+  const bool paged = k.block_tables != nullptr;
+  const size_t block = size_t(1) << k.block_shift;
+  const size_t stride = paged ? size_t(k.row_strides.token) : 1;
+  for (size_t s = 0; s < nk;) {
+    const size_t run = paged ? std::min(nk - s, block - ((j0 + s) & (block - 1))) : nk;
+    const size_t row = k.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0 + s);
+    FewQueryIntScores({k.k_rows + row * p.dim, k.k_sums + row, k.k_scale + row}, run, stride,
+                      ws.int_panel.get(), p.dim, ws.col_scale, columns, ws.ahead, s,
+                      out + s * kTileQ);
+    s += run;
   }
 }
 
@@ -630,12 +654,12 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
   }
 #endif
   if (p.int_qk.k_rows != nullptr) {  // the int16 pair tile, on this key tile's widened rows
-    const size_t pairs = p.int_qk.pairs;
-    const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
     if (ws.few_int_queries) {
-      FewQueryIntScores(keys, nk, ws.int_panel.get(), p.dim, ws.col_scale, columns, out);
+      FewQueryIntTile(p, b, kv_head, j0, nk, columns, out, ws);
       return;
     }
+    const size_t pairs = p.int_qk.pairs;
+    const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
     int32_t* words = reinterpret_cast<int32_t*>(ws.key_rows.get());
     WidenKeyRows(keys.rows, nk, p.dim, pairs, words);
     IntMatMul({words, pairs, 1, keys.scales},

@@ -140,6 +140,10 @@ struct RowsAhead {
   const HeadRows* keys = nullptr;
   const HeadRows* values = nullptr;
   size_t first = 0, n = 0, dim = 0;
+  // The int8 products' paged K codes (IntQk, apart from any HeadRows) of slice (b, kv_head):
+  // asked for by FewQueryIntScores as FewQueryScoresOf asks for `keys`.
+  const AttentionProblem* int_keys = nullptr;
+  size_t b = 0, kv_head = 0;
 };
 // Per-thread scratch, O(tile * D), sized for the largest head dim, kept for the thread's life.
 struct TileWorkspace {
@@ -766,6 +770,13 @@ HWY_INLINE void AskRowsAhead(const RowsAhead& ahead, size_t j) {
   if (j >= ahead.n) return;
   if (ahead.keys != nullptr) PrefetchRowsOf(*ahead.keys, ahead.first + j, 1, ahead.dim);
   if (ahead.values != nullptr) PrefetchRowsOf(*ahead.values, ahead.first + j, 1, ahead.dim);
+  if (ahead.int_keys != nullptr) {  // a code row and its scale (a paged block's lie apart)
+    const AttentionProblem& p = *ahead.int_keys;
+    const IntQk& k = p.int_qk;
+    const size_t row = k.KeyRow(ahead.b, ahead.kv_head, p.kv_heads, p.kv_len, ahead.first + j);
+    PrefetchRows(k.k_rows + row * ahead.dim, 0, 1, ahead.dim, 0);
+    __builtin_prefetch(k.k_scale + row, 0, 2);
+  }
 }
 
 // The next key tile's V^T columns, when V is held transposed for AMX tiles: a key tile reads

@@ -129,13 +129,16 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       const size_t next = std::min(kTileK, k_end - j0 - kTileK);
       const bool ask_k = ScoresReadKeyRows(p) && AsksDecodeRows(k);
       const bool ask_v = values_read && AsksDecodeRows(v);
-      if (ws.few_queries && cache == nullptr) {  // asked for key by key by the score loop
-        ws.ahead = {ask_k ? &k : nullptr, ask_v ? &v : nullptr, j0 + kTileK, next, dim};
+      if ((ws.few_queries || ws.few_int_queries) && cache == nullptr) {
+        // asked for key by key by the score loop
+        const bool ask_codes = ws.few_int_queries && p.int_qk.block_tables != nullptr;
+        ws.ahead = {ask_k ? &k : nullptr, ask_v ? &v : nullptr, j0 + kTileK, next, dim,
+                    ask_codes ? &p : nullptr, b, kv_head};
       } else {
         if (ask_k) PrefetchRowsOf(k, j0 + kTileK, next, dim);
         if (ask_v) PrefetchRowsOf(v, j0 + kTileK, next, dim);
+        PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
       }
-      PrefetchPagedKeyCodes(p, b, kv_head, j0 + kTileK, next);
     }
     bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
     const ColumnRange live = WindowLimits(p, i0, nq, columns, all_visible, ws);

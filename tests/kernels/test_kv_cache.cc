@@ -190,6 +190,38 @@ TEST(KvCache, PrefillChunkDecodedOnceMatchesTheInCallKernel) {
   }
 }
 
+// A paged cache's forward reads the same codes as the contiguous one's, one block's run of
+// rows at a time: the same bits for every format and layout, for a decode step and a draft of
+// 4 (the decode tiles) and a chunk of 7, over 1001 keys (an odd tail, runs cut by the blocks
+// inside each key tile).
+TEST(KvCache, PagedForwardGivesTheContiguousBits) {
+  for (const FormatPair& f : kFormats) {
+    for (const int64_t q_len : {1, 4, 7}) {
+      const int64_t heads = 8, kv_heads = 2, dim = 64, tokens = 1001;
+      AttentionCase c({1, heads, kv_heads, q_len, tokens, dim}, true, SinkMode::kOffByOne,
+                      Layout::kBHTD, uint32_t(40 + q_len));
+      c.options.threads = 2;
+      const AttentionShape shape{1, heads, kv_heads, q_len, 1, dim};
+      const auto forward = [&](const CacheLayout& layout, std::vector<float>& lse) {
+        KvCache cache = MakeCache(f, 1, kv_heads, dim, 1100, layout);
+        AppendInChunks(cache, 0, c.k, c.v);
+        OwnedTensor o(1, heads, q_len, dim, Layout::kBHTD);
+        lse.assign(size_t(heads * q_len), 0.0f);
+        c.options.precision = CachePrecision(cache.config());
+        ExactForward(shape, c.options, c.q.cview(), cache, o.view(), lse.data());
+        return o.storage;
+      };
+      std::vector<float> lse_want, lse;
+      const std::vector<float> want = forward(kLayouts[0], lse_want);
+      for (const CacheLayout& layout : kLayouts) {
+        const std::string what = Name(f) + layout.Name() + " q_len " + std::to_string(q_len);
+        EXPECT_EQ(forward(layout, lse), want) << what;
+        EXPECT_EQ(lse, lse_want) << what;
+      }
+    }
+  }
+}
+
 // An engine's loop: prefill, then one query per step against the cache as it grows; step t's
 // output is row t of the full causal forward over the whole sequence (same precision).
 TEST(KvCache, DecodeStepsMatchTheFullCausalForward) {
