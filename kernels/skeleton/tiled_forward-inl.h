@@ -129,9 +129,10 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       const size_t next = std::min(kTileK, k_end - j0 - kTileK);
       const bool ask_k = ScoresReadKeyRows(p) && AsksDecodeRows(k);
       const bool ask_v = values_read && AsksDecodeRows(v);
-      if ((ws.few_queries || ws.few_int_queries) && cache == nullptr) {
+      const bool ask_codes = ws.few_int_queries && p.int_qk.block_tables != nullptr;
+      const bool ask_any = ask_k || ask_v || ask_codes;
+      if ((ws.few_queries || ws.few_int_queries) && cache == nullptr && ask_any) {
         // asked for key by key by the score loop
-        const bool ask_codes = ws.few_int_queries && p.int_qk.block_tables != nullptr;
         ws.ahead = {ask_k ? &k : nullptr, ask_v ? &v : nullptr, j0 + kTileK, next, dim,
                     ask_codes ? &p : nullptr, b, kv_head};
       } else {

@@ -1,0 +1,115 @@
+// kv_read: the read ceiling of a decode step's K and V (docs/performance.md §4.10). A pass
+// reads every kv head's rows in token order, as the step's tasks read them, from a pool laid out
+// as a KvCache holds it (contiguous, or paged in blocks of block_size tokens, head- or
+// token-major, the blocks in reverse order as exact_decode_paged scatters them), asking for
+// each row 64 rows ahead as the decode tiles do, and adds the bytes up: no attention arithmetic.
+// What a layout costs the memory system alone, so that exact_decode_paged's time can be read
+// against its own layout's ceiling and not only against the contiguous cache's.
+//   kv_read/Tk:<T>/D:<D>/Hkv:<H>/bytes:<element bytes>/block:<0 = contiguous>/layout:<...>/threads:<n>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/peak_bw.h"
+#include "bench/peak_loop.h"
+#include "kernels/native/huge_pages.h"
+
+namespace lpattn::bench {
+namespace {
+
+constexpr size_t kRowsAhead = 64;
+
+struct KvPool {
+  size_t tokens, heads, row_bytes, block;  // block 0: contiguous [head][token]
+  bool token_major;
+  size_t bytes() const { return tokens * heads * row_bytes; }
+  // Byte offset of (head, token)'s row: block t / block lies at pool block (blocks - 1 - that).
+  size_t RowOffset(size_t head, size_t t) const {
+    if (block == 0) return (head * tokens + t) * row_bytes;
+    const size_t blocks = tokens / block, physical = blocks - 1 - t / block, r = t % block;
+    const size_t row = token_major ? (physical * block + r) * heads + head
+                                   : (physical * heads + head) * block + r;
+    return row * row_bytes;
+  }
+};
+
+struct Buffer {
+  explicit Buffer(size_t n) : bytes(n), data(static_cast<uint8_t*>(native::HugePageAllocate(n))) {
+    std::memset(data, 1, n);
+  }
+  ~Buffer() { native::HugePageRelease(data, bytes); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  size_t bytes;
+  uint8_t* data;
+};
+
+// Heads [first, last) of K and V read row by row; returns a sum of their 8-byte words.
+uint64_t ReadHeads(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
+                   size_t last) {
+  uint64_t sum = 0;
+  for (size_t h = first; h < last; ++h) {
+    for (size_t t = 0; t < pool.tokens; ++t) {
+      if (t + kRowsAhead < pool.tokens) {
+        const size_t ahead = pool.RowOffset(h, t + kRowsAhead);
+        for (size_t b = 0; b < pool.row_bytes; b += 64) {
+          __builtin_prefetch(k + ahead + b, 0, 2);
+          __builtin_prefetch(v + ahead + b, 0, 2);
+        }
+      }
+      const size_t at = pool.RowOffset(h, t);
+      for (size_t b = 0; b < pool.row_bytes; b += 8) {
+        uint64_t x, y;
+        std::memcpy(&x, k + at + b, 8);
+        std::memcpy(&y, v + at + b, 8);
+        sum += x ^ y;
+      }
+    }
+  }
+  return sum;
+}
+
+void BM_KvRead(benchmark::State& state, KvPool pool, int threads) {
+  const double peak = MeasuredPeakBandwidth(threads);
+  Buffer k(pool.bytes()), v(pool.bytes());
+  std::vector<uint64_t> sums(static_cast<size_t>(threads));
+  for (auto _ : state) {
+    RunConcurrently(threads, [&](int t) {
+      const size_t first = pool.heads * size_t(t) / size_t(threads);
+      const size_t last = pool.heads * size_t(t + 1) / size_t(threads);
+      sums[size_t(t)] = ReadHeads(pool, k.data, v.data, first, last);
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  const double gb = 2.0 * double(pool.bytes()) * 1e-9 * double(state.iterations());
+  state.counters["GBps"] = benchmark::Counter(gb, benchmark::Counter::kIsRate);
+  state.counters["bw_frac"] = benchmark::Counter(gb / peak, benchmark::Counter::kIsRate);
+}
+
+// The decode benchmarks' shape (Tk 32768, D 128, Hkv 8), fp32 rows and 8-bit ones, in the
+// layouts exact_decode_cache and exact_decode_paged read.
+const bool kRegistered = [] {
+  constexpr size_t kTokens = 32768, kDim = 128, kHeads = 8;
+  for (const size_t element : {4, 1}) {
+    for (const auto& [block, token_major] : std::vector<std::pair<size_t, bool>>{
+             {0, false}, {16, false}, {128, false}, {16, true}, {128, true}}) {
+      const KvPool pool{kTokens, kHeads, kDim * element, block, token_major};
+      const std::string name = "kv_read/Tk:32768/D:128/Hkv:8/bytes:" + std::to_string(element) +
+                               "/block:" + std::to_string(block) + "/layout:" +
+                               (block == 0 ? "contiguous" : token_major ? "token" : "head") +
+                               "/threads:2";
+      benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool, 2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace lpattn::bench
