@@ -5,7 +5,8 @@
 // each row 64 rows ahead as the decode tiles do, and adds the bytes up: no attention arithmetic.
 // What a layout costs the memory system alone, so that exact_decode_paged's time can be read
 // against its own layout's ceiling and not only against the contiguous cache's.
-//   kv_read/Tk:<T>/D:<D>/Hkv:<H>/bytes:<element bytes>/block:<0 = contiguous>/layout:<...>/threads:<n>
+//   kv_read/Tk:<T>/D:<D>/Hkv:<H>/bytes:<element bytes>/block:<0 = contiguous>/layout:<...>
+//   /threads:<n>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
