@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -39,16 +40,8 @@ struct KvPool {
   }
 };
 
-struct Buffer {
-  explicit Buffer(size_t n) : bytes(n), data(static_cast<uint8_t*>(native::HugePageAllocate(n))) {
-    std::memset(data, 1, n);
-  }
-  ~Buffer() { native::HugePageRelease(data, bytes); }
-  Buffer(const Buffer&) = delete;
-  Buffer& operator=(const Buffer&) = delete;
-  size_t bytes;
-  uint8_t* data;
-};
+// A pool side in huge pages as a KvCache's rows are (its first write faults the pages in).
+using PoolBytes = std::vector<uint8_t, native::HugePageAllocator<uint8_t>>;
 
 // Heads [first, last) of K and V read row by row; returns a sum of their 8-byte words.
 uint64_t ReadHeads(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
@@ -77,13 +70,13 @@ uint64_t ReadHeads(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_
 
 void BM_KvRead(benchmark::State& state, KvPool pool, int threads) {
   const double peak = MeasuredPeakBandwidth(threads);
-  Buffer k(pool.bytes()), v(pool.bytes());
+  const PoolBytes k(pool.bytes(), 1), v(pool.bytes(), 1);
   std::vector<uint64_t> sums(static_cast<size_t>(threads));
   for (auto _ : state) {
     RunConcurrently(threads, [&](int t) {
       const size_t first = pool.heads * size_t(t) / size_t(threads);
       const size_t last = pool.heads * size_t(t + 1) / size_t(threads);
-      sums[size_t(t)] = ReadHeads(pool, k.data, v.data, first, last);
+      sums[size_t(t)] = ReadHeads(pool, k.data(), v.data(), first, last);
     });
     benchmark::DoNotOptimize(sums.data());
   }
@@ -100,7 +93,9 @@ const bool kRegistered = [] {
     for (const auto& [block, token_major] : std::vector<std::pair<size_t, bool>>{
              {0, false}, {16, false}, {128, false}, {16, true}, {128, true}}) {
       const KvPool pool{kTokens, kHeads, kDim * element, block, token_major};
-      const std::string name = "kv_read/Tk:32768/D:128/Hkv:8/bytes:" + std::to_string(element) +
+      const std::string name = "kv_read/Tk:" + std::to_string(kTokens) + "/D:" +
+                               std::to_string(kDim) + "/Hkv:" + std::to_string(kHeads) +
+                               "/bytes:" + std::to_string(element) +
                                "/block:" + std::to_string(block) + "/layout:" +
                                (block == 0 ? "contiguous" : token_major ? "token" : "head") +
                                "/threads:2";
