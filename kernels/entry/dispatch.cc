@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/native_paths.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -69,6 +70,8 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
       tiles(quads, (vnni + " (vpdpbusd: P's codes on V's key quads)").c_str(), "any head_dim") +
       pairs;
   const bool amx_int8 = on(NativePath::kAmxInt8), amx_bf16 = on(NativePath::kAmxBf16);
+  // avx512_bf16's dot tiles: where AMX is off and the CPU's vdpbf16ps runs at an FMA's rate.
+  const bool dot_bf16 = !amx_bf16 && native::Bf16PairsEnabled();
   // docs/design.md §8: a prefill decodes its coded K and V once per call (DecodesKvOnce).
   const std::string decoded =
       " once per call in a prefill (up to 2 MiB a head), else per key tile";
@@ -79,6 +82,8 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
       "int8 P V: " + tiles(amx_int8, "amx_int8 (tdpbssd tiles on V^T and P^T quads)",
                            "head_dim a multiple of 64") + integer_pv,
       "bf16 Q K^T: " + tiles(amx_bf16, "amx_bf16 (tdpbf16ps tiles)", "head_dim a multiple of 32") +
+          tiles(dot_bf16, "avx512_bf16 (vdpbf16ps register tiles)",
+                "head_dim a multiple of 32 and query tiles over 4 rows") +
           highway + " (K's codes decoded to fp32" + decoded + ")",
       "fp16 Q K^T: " +
           tiles(amx_bf16, "amx_bf16 (each value split exactly into two bf16, depth 4 head_dim)",
@@ -93,6 +98,8 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
           tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
                 "amx_bf16 (V^T and P^T pairs on tdpbf16ps tiles)",
                 "head_dim a multiple of 32 and a finite V") +
+          tiles(dot_bf16, "avx512_bf16 (V^T and P^T pairs on vdpbf16ps register tiles)",
+                "head_dim a multiple of 32, a finite V and query tiles over 4 rows") +
           highway + " (V's codes decoded to fp32" + decoded + ")",
       "bf16 and fp16 V otherwise: " + highway +
           " (16-bit codes decoded to fp32" + decoded + "; in registers for decode tiles)",

@@ -20,7 +20,8 @@ constexpr uint32_t kPathCount = static_cast<uint32_t>(NativePath::kCount);
 // The families the library has kernels for today: the int8 products' u8 x s8 tile on
 // avx512_vnni (AVX3 code) and avx_vnni (AVX2 code), and the vpdpwssd pair tile
 // (kernels/native/int_matmul_tile-inl.h); the AMX bf16 and int8 tiles, with the weight pairs'
-// conversion in avx512_bf16 (kernels/native/amx_products.cc). avx512_fp16 is detected and
+// conversion in avx512_bf16 (kernels/native/amx_products.cc); avx512_bf16's dot tiles
+// (kernels/native/bf16_dot_products.cc). avx512_fp16 is detected and
 // reported so that a user sees what the CPU offers (docs/design.md §4 says why no kernel uses it).
 // None is compiled off x86-64 (docs/design.md §11).
 bool Compiled(NativePath path) {

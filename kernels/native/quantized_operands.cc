@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/native/amx_products.h"
+#include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/native_paths.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "quant/codec.h"
@@ -43,9 +44,13 @@ bool QuantizedOperands::DecodesOnce() const {
                        size_t(shape_.q_len), size_t(shape_.kv_len), size_t(shape_.head_dim));
 }
 
+bool QuantizedOperands::FewQueryTiles() const {
+  return DecodeTileRows(size_t(shape_.heads), size_t(shape_.kv_heads), size_t(shape_.q_len)) <=
+         kFewQueries;
+}
+
 bool QuantizedOperands::TilesMayReadKeyCodes() const {
-  return native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
-         native::NativePathEnabled(native::NativePath::kAmxBf16);
+  return native::AmxBf16TakesDim(size_t(shape_.head_dim)) && native::Bf16PairsEnabled();
 }
 
 CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
@@ -207,9 +212,9 @@ IntPv QuantizedOperands::EncodeIntValues(ConstTensor v) {
 bool QuantizedOperands::AmxBf16Pv(const quant::QuantSpec& value) const {
   return Native(value) && value.format == quant::Format::kBf16 &&
          precision_.p == quant::Format::kBf16 &&
-         native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
-         native::NativePathEnabled(native::NativePath::kAmxBf16) &&
-         native::NativePathEnabled(native::NativePath::kAvx512Bf16);
+         native::AmxBf16TakesDim(size_t(shape_.head_dim)) && native::Bf16PairsEnabled() &&
+         native::NativePathEnabled(native::NativePath::kAvx512Bf16) &&
+         (native::Bf16PairsOnAmx() || !FewQueryTiles());
 }
 
 // V^T of each (batch, kv head) as bf16 codes, [head_dim][key_stride], zero past kv_len; the
@@ -291,13 +296,19 @@ size_t QuantizedOperands::BytesHeld() const {
 AmxScores QuantizedOperands::AmxScoresFor(const CodedKv& k) const {
   const quant::Format query = precision_.QuerySpec().format;
   if (!TilesMayReadKeyCodes()) return AmxScores::kOff;
+  // The dot tiles take bf16 K and Q over query tiles of more than a few rows: a decode tile of
+  // a few rows would fill one vector of 16 queries in four, and fp16's split (four products
+  // per channel) or fp8's widening cost more than the dot's rate gains over fp32 FMAs.
+  if (!native::Bf16PairsOnAmx()) {
+    return k.data != nullptr && query == quant::Format::kBf16 && !k.fp16 && !FewQueryTiles()
+               ? AmxScores::kBf16
+               : AmxScores::kOff;
+  }
   if (k.data != nullptr && query == quant::Format::kBf16 && !k.fp16) return AmxScores::kBf16;
   // A decode tile of a few rows reads fp16 and fp8 K faster decoded in registers for fp32 dot
   // products (FewQueryScores) than split or widened into bf16 tiles (1.45x and 1.2x a 32768-key
   // step, Xeon 4th gen); bf16 K is read in place by the tiles and stays on them.
-  const bool few = DecodeTileRows(size_t(shape_.heads), size_t(shape_.kv_heads),
-                                  size_t(shape_.q_len)) <= kFewQueries;
-  if (few) return AmxScores::kOff;
+  if (FewQueryTiles()) return AmxScores::kOff;
   if (k.data != nullptr && query == quant::Format::kFp16 && k.fp16) return AmxScores::kFp16;
   const bool fp8 = query == quant::Format::kFp8E4M3 || query == quant::Format::kFp8E5M2;
   if (k.codes8 != nullptr && fp8) return AmxScores::kFp8;
@@ -350,10 +361,13 @@ bool QuantizedOperands::AmxBackwardApplies() const {
   const bool int8 = p.bwd == quant::Format::kInt8 &&
                     native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
                     native::NativePathEnabled(native::NativePath::kAmxInt8);
+  // AMX tiles only: on avx512_bf16's dot tiles this backward (its per-call layouts and two
+  // passes) took 1.8-2.3x the fp32 backward at N 1024, D 64 (AMD Zen 5, docs/performance.md
+  // §4.11), so it keeps the fp32 products there.
   return p.path == ComputePath::kNative && (p.bwd == quant::Format::kBf16 || int8) &&
+         native::Bf16PairsOnAmx() &&
          p.BackwardDpFormat() == quant::Format::kBf16 &&
          native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
-         native::NativePathEnabled(native::NativePath::kAmxBf16) &&
          native::NativePathEnabled(native::NativePath::kAvx512Bf16);
 }
 

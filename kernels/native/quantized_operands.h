@@ -88,17 +88,20 @@ class QuantizedOperands {
                        int64_t tokens, const char* name);
   // bf16 or fp16 without smoothing, on the native path: storage the forward decodes itself.
   bool Native(const quant::QuantSpec& spec) const;
-  // Whether this call decodes coded K and V once (DecodesKvOnce), and whether an AMX score
-  // product may read K's codes themselves (AmxScoresFor).
+  // Whether this call decodes coded K and V once (DecodesKvOnce); whether a bf16 pair score
+  // product (AMX or dot tiles) may read K's codes themselves (AmxScoresFor); whether the call's
+  // query tiles are a decode step's few rows (kFewQueries).
   bool DecodesOnce() const;
   bool TilesMayReadKeyCodes() const;
+  bool FewQueryTiles() const;
   CodedKv Encode(ConstTensor t, quant::Format format);
   // fp8 with a scale per token, block or tensor, without smoothing, on the native path: one
   // byte an element and a scale per token (quant::QuantizeToCodes), decoded per key tile.
   bool NativeFp8(const quant::QuantSpec& spec) const;
   CodedKv EncodeFp8(ConstTensor t, const quant::QuantSpec& spec, const char* what);
-  // How the score product can run on AMX bf16 tiles with K coded as `k` (PrepareKv's) and Q in
-  // the precision's format: bf16 with bf16, fp16 with fp16, fp8 with fp8 (attention_problem.h).
+  // How the score product can run on bf16 pair tiles with K coded as `k` (PrepareKv's) and Q
+  // in the precision's format: bf16 with bf16, and on AMX fp16 with fp16, fp8 with fp8
+  // (attention_problem.h).
   AmxScores AmxScoresFor(const CodedKv& k) const;
   // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.
   bool NativeInt8(const quant::QuantSpec& key) const;
@@ -114,8 +117,9 @@ class QuantizedOperands {
   bool NativeInt8Pv(const quant::QuantSpec& value) const;
   // V^T for AMX int8, else key quads.
   IntPv EncodeIntValues(ConstTensor v);
-  // bf16 V with p = bf16, a head dimension the tiles take, amx_bf16 and avx512_bf16 enabled
-  // (V must also hold no inf or NaN: EncodeTransposedValues): the P V product on AMX tiles.
+  // bf16 V with p = bf16, a head dimension the tiles take, avx512_bf16 and the pair tiles
+  // enabled (AMX, or the dot tiles over query tiles of more than a few rows; V must also hold
+  // no inf or NaN: EncodeTransposedValues): the P V product on bf16 pair tiles.
   bool AmxBf16Pv(const quant::QuantSpec& value) const;
   // V^T's codes into `out`, or false (nothing set) when V holds an inf or NaN.
   bool EncodeTransposedValues(ConstTensor v, AmxPv& out);

@@ -19,6 +19,7 @@
 
 #include "hwy/highway.h"
 #include "kernels/native/amx_products.h"
+#include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/int_matmul_tile-inl.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
@@ -215,26 +216,26 @@ HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_
   const size_t depth = AmxDepth(p);
   const float sum_scale = p.scale / AmxQueryFactor(p);  // what the query panel does not carry
   if (p.amx_qk == AmxScores::kBf16 && k.Contiguous(j0, nk)) {
-    native::AmxBf16ScoreTile(k.code_row(j0), k.token_stride, nk, pairs, kTileQ, columns, depth,
-                             sum_scale, out, kTileQ, tail);
+    native::Bf16PairScoreTile(k.code_row(j0), k.token_stride, nk, pairs, kTileQ, columns, depth,
+                              sum_scale, out, kTileQ, tail);
     return;
   }
   uint16_t* rows = ws.AmxKeyRows();
   if (p.amx_qk == AmxScores::kBf16) {  // paged rows across blocks: their codes gathered
     for (size_t j = 0; j < nk; ++j) CopyBytes(k.code_row(j0 + j), 2 * p.dim, rows + j * depth);
-    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
-                             kTileQ, tail);
+    native::Bf16PairScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
+                              kTileQ, tail);
     return;
   }
   for (size_t j = 0; j < nk; ++j) AmxCodeRow(k, j0 + j, p.dim, p.amx_qk, true, rows + j * depth);
   if (p.amx_qk == AmxScores::kFp8) {
     HWY_ALIGN float key_scales[kTileK];
     for (size_t j = 0; j < nk; ++j) key_scales[j] = k.scale(j0 + j);
-    native::AmxBf16ScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, key_scales,
-                                   ws.col_scale, out, kTileQ, tail);
+    native::Bf16PairScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, key_scales,
+                                    ws.col_scale, out, kTileQ, tail);
   } else {
-    native::AmxBf16ScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
-                             kTileQ, tail);
+    native::Bf16PairScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
+                              kTileQ, tail);
   }
 }
 

@@ -21,6 +21,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/native/amx_products.h"
+#include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/int_matmul_tile-inl.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
@@ -599,13 +600,14 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
                   {out, padded_dim}, nq, padded_dim, pairs);
 }
 
-// ---- P V on AMX tiles (AttentionProblem::amx_pv, docs/design.md §4) ----
-// The output accumulates dim-major, out_t[c * kTileQ + i] (O^T = V^T P^T: V^T rows are the
-// tiles' A operand as stored, the weights' pairs their B operand).
+// ---- P V on bf16 pair tiles (AttentionProblem::amx_pv, docs/design.md §4) ----
+// AMX tiles, or avx512_bf16's dot tiles (bf16_pair_products.h). The output accumulates
+// dim-major, out_t[c * kTileQ + i] (O^T = V^T P^T: V^T rows are the tiles' A operand as stored,
+// the weights' pairs their B operand).
 
 // Whether this call's P V runs on tiles: V^T prepared for them and the families still enabled.
 HWY_INLINE bool AmxPvEnabled(const AttentionProblem& p) {
-  return p.amx_pv.vt != nullptr && native::NativePathEnabled(native::NativePath::kAmxBf16) &&
+  return p.amx_pv.vt != nullptr && native::Bf16PairsEnabled() &&
          native::NativePathEnabled(native::NativePath::kAvx512Bf16);
 }
 
@@ -631,17 +633,18 @@ HWY_INLINE void ScaleColumns(float* HWY_RESTRICT out_t, size_t dim, size_t nq, s
 }
 
 // out_t += V^T P^T for keys [j0, j0 + nk): the key-major weights become bf16 pairs (rounded to
-// nearest even: what RoundWeights does for p = bf16) over one or two 32-key steps; the second
-// step's keys past nk have zero weights (their V^T columns are the next tile's or zeros).
+// nearest even: what RoundWeights does for p = bf16) over one or two 32-key steps on AMX, over
+// nk keys rounded up to a pair on the dot tiles; keys past nk have zero weights (their V^T
+// columns are the next tile's or zeros).
 HWY_INLINE void AmxWeightsTimesValues(const AttentionProblem& p, size_t b, size_t kv_head,
                                       size_t j0, size_t nk, size_t columns, const float* weights,
                                       float* out_t, TileWorkspace& ws) {
-  const size_t depth = nk > 32 ? 64 : 32;
+  const size_t depth = native::Bf16PairsOnAmx() ? (nk > 32 ? 64 : 32) : (nk + 1) / 2 * 2;
   uint16_t* pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
   native::AmxBf16WeightPairs(weights, nk, columns, kTileQ, depth, pairs);
   const uint16_t* vt = p.amx_pv.vt + (b * p.kv_heads + kv_head) * p.dim * p.amx_pv.key_stride + j0;
-  native::AmxBf16MatMul(vt, p.amx_pv.key_stride, p.dim, pairs, 2 * kTileQ, columns, depth, true,
-                        out_t, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+  native::Bf16PairMatMul(vt, p.amx_pv.key_stride, p.dim, pairs, 2 * kTileQ, columns, depth, true,
+                         out_t, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
 }
 
 // Whether this call's int8 P V runs on AMX int8 tiles (V^T prepared for them, still enabled).

@@ -88,7 +88,10 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
   // Whether P V reads v's rows, and not copies of its own (the integer or AMX products').
   const bool values_read = Transform::kSparseWeights || !(amx_pv || amx_pv8 || p.int_pv.set());
   std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-  if (p.amx_qk != AmxScores::kOff || p.amx_qk8 || amx_pv || amx_pv8) tiles.emplace();
+  if (((p.amx_qk != AmxScores::kOff || amx_pv) && native::Bf16PairsOnAmx()) || p.amx_qk8 ||
+      amx_pv8) {
+    tiles.emplace();
+  }
   float* out_t = ws.acc_b.get();  // the dim-major accumulator of P V on tiles
   if (amx_pv || amx_pv8) std::fill(out_t, out_t + padded_dim * kTileQ, 0.0f);
   typename Transform::ForwardState state;

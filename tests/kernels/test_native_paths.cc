@@ -13,6 +13,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "kernels/attention.h"
 #include "kernels/kinterval.h"
 #include "kernels/native/amx_products.h"
+#include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/buffer_pool.h"
 #include "kernels/native/cpu_features.h"
 #include "kernels/native/huge_pages.h"
@@ -277,12 +279,34 @@ TEST(NativePaths, Int8ProductsAreBitIdenticalWithAndWithoutVnni) {
 
 bool AmxBf16Enabled() { return native::NativePathEnabled(native::NativePath::kAmxBf16); }
 
+// The bf16 pair products' engines (kernels/native/bf16_pair_products.h) this CPU can run, each
+// called directly: AMX tiles, and avx512_bf16's dot tiles (wherever the CPU has avx512_bf16,
+// whether or not the library takes them there). Prints each engine that is not run, by name.
+enum class PairEngine { kAmx, kDot };
+std::vector<PairEngine> PairEnginesOnThisCpu() {
+  std::vector<PairEngine> engines;
+  if (AmxBf16Enabled()) {
+    engines.push_back(PairEngine::kAmx);
+  } else {
+    std::printf("amx_bf16 tiles not run: this CPU lacks amx_bf16\n");
+  }
+  if (StateOf(native::NativePathStates(), native::NativePath::kAvx512Bf16).cpu) {
+    engines.push_back(PairEngine::kDot);
+  } else {
+    std::printf("avx512_bf16 dot tiles not run: this CPU lacks avx512_bf16\n");
+  }
+  return engines;
+}
+const char* EngineName(PairEngine e) { return e == PairEngine::kAmx ? "amx_bf16" : "dot"; }
+
 
 // The score tile against sums in double of the same bf16 values: every row count of a 48-key
 // tile (full 16-key blocks, the copied tail, pairs of blocks and single ones), column counts
 // that are not whole pairs of 16-query blocks, strided keys, and each head dimension it takes.
-TEST(NativePaths, AmxBf16ScoreTileMatchesDoubleSums) {
-  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
+TEST(NativePaths, Bf16PairScoreTilesMatchDoubleSums) {
+  const std::vector<PairEngine> engines = PairEnginesOnThisCpu();
+  if (engines.empty()) GTEST_SKIP() << "neither amx_bf16 nor avx512_bf16 run: the CPU lacks both";
+  for (const PairEngine engine : engines) {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   constexpr size_t kWidth = 96;
@@ -305,25 +329,44 @@ TEST(NativePaths, AmxBf16ScoreTileMatchesDoubleSums) {
             qf[i * dim + c] = quant::DecodeBf16(code);
           }
         }
-        std::vector<float> out(48 * kWidth, -1.0f);
+        std::vector<float> out(48 * kWidth, -1.0f), scaled(48 * kWidth, -1.0f);
+        std::vector<float> row_scale(rows), col_scale(kWidth);
+        for (size_t j = 0; j < rows; ++j) row_scale[j] = 0.5f + float(j % 5);
+        for (size_t i = 0; i < kWidth; ++i) col_scale[i] = 0.25f * float(1 + i % 3);
         const float scale = 0.125f;
-        const native::AmxTiles tiles;
-        native::AmxBf16ScoreTile(keys.data(), key_stride, rows, pairs.data(), kWidth, cols, dim,
-                                 scale, out.data(), kWidth, tail.data());
-        double worst = 0.0;
+        if (engine == PairEngine::kAmx) {
+          const native::AmxTiles tiles;
+          native::AmxBf16ScoreTile(keys.data(), key_stride, rows, pairs.data(), kWidth, cols, dim,
+                                   scale, out.data(), kWidth, tail.data());
+          native::AmxBf16ScaledScoreTile(keys.data(), key_stride, rows, pairs.data(), kWidth, cols,
+                                         dim, row_scale.data(), col_scale.data(), scaled.data(),
+                                         kWidth, tail.data());
+        } else {
+          native::DotBf16ScoreTile(keys.data(), key_stride, rows, pairs.data(), kWidth, cols, dim,
+                                   scale, nullptr, nullptr, out.data(), kWidth);
+          native::DotBf16ScoreTile(keys.data(), key_stride, rows, pairs.data(), kWidth, cols, dim,
+                                   1.0f, row_scale.data(), col_scale.data(), scaled.data(), kWidth);
+        }
+        const std::string what = std::string(EngineName(engine)) + " dim " + std::to_string(dim) +
+                                 " rows " + std::to_string(rows) + " cols " + std::to_string(cols);
+        double worst = 0.0, worst_scaled = 0.0;
         for (size_t j = 0; j < rows; ++j) {
           for (size_t i = 0; i < cols; ++i) {
             double sum = 0.0;
             for (size_t c = 0; c < dim; ++c) sum += double(kf[j * dim + c]) * qf[i * dim + c];
             worst = std::max(worst, std::abs(out[j * kWidth + i] - scale * sum) / (1.0 + std::abs(scale * sum)));
+            const double s = sum * (double(row_scale[j]) * col_scale[i]);
+            worst_scaled = std::max(worst_scaled, std::abs(scaled[j * kWidth + i] - s) / (1.0 + std::abs(s)));
           }
         }
-        EXPECT_LE(worst, 1e-5) << "dim " << dim << " rows " << rows << " cols " << cols;
+        EXPECT_LE(worst, 1e-5) << what;
+        EXPECT_LE(worst_scaled, 1e-5) << what << " (scaled)";
         // Rows past `rows` up to the next 16 are zeros (the padded tail); none beyond.
-        for (size_t j = rows; j < (rows + 15) / 16 * 16; ++j) EXPECT_EQ(out[j * kWidth], 0.0f);
-        for (size_t j = (rows + 15) / 16 * 16; j < 48; ++j) EXPECT_EQ(out[j * kWidth], -1.0f);
+        for (size_t j = rows; j < (rows + 15) / 16 * 16; ++j) EXPECT_EQ(out[j * kWidth], 0.0f) << what;
+        for (size_t j = (rows + 15) / 16 * 16; j < 48; ++j) EXPECT_EQ(out[j * kWidth], -1.0f) << what;
       }
     }
+  }
   }
 }
 
@@ -332,8 +375,11 @@ TEST(NativePaths, AmxBf16ScoreTileMatchesDoubleSums) {
 // against the reference, exact and K-interval, causal and not, GQA, sinks, [B, T, H, D]
 // strides, key counts with tails, each head dimension the tiles take and one they do not
 // (which falls back), through the per-call and the prepared K/V.
-TEST(NativePaths, AmxScoresMatchTheHighwayPathAndTheReference) {
-  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
+TEST(NativePaths, Bf16PairScoresMatchTheHighwayPathAndTheReference) {
+  if (!native::Bf16PairsEnabled()) {
+    GTEST_SKIP() << "bf16 pair scores not run: this CPU takes neither amx_bf16 nor avx512_bf16's "
+                    "dot tiles";
+  }
   struct Case {
     AttentionShape shape;
     bool causal;
@@ -367,6 +413,11 @@ TEST(NativePaths, AmxScoresMatchTheHighwayPathAndTheReference) {
     EXPECT_LE(ScaledMaxError(amx.o.Dense(), highway.o.Dense()), 1e-6) << what;
     EXPECT_LE(ScaledMaxError(ToDouble(amx.lse), ToDouble(highway.lse)), 1e-6) << what;
     EXPECT_EQ(amx.o.storage, amx_prepared.o.storage) << what;
+    // bf16 takes the tiles on either engine wherever the head dimension allows: their sums
+    // group the additions differently, so some bits differ.
+    if (std::string(precision) == "qk=bf16,pv=bf16" && k.shape.head_dim % 32 == 0) {
+      EXPECT_NE(amx.lse, highway.lse) << what << ": the tiles did not run";
+    }
     const ReferenceForwardResult ref = c.ReferenceForward();
     EXPECT_LE(ScaledMaxError(amx.o.Dense(), ref.o), 1e-5) << what;
     EXPECT_LE(ScaledMaxError(ToDouble(amx.lse), ref.lse), 1e-5) << what;
@@ -556,7 +607,7 @@ TEST(NativePaths, AmxInt8BackwardMatchesTheHighwayPathAndTheReference) {
 // The weight pairs against the bf16 codec on each weight: every key count of a tile, both
 // depths, column counts that are and are not whole pairs of 16-query blocks.
 TEST(NativePaths, AmxBf16WeightPairsRoundAsTheCodec) {
-  if (!AmxBf16Enabled() || !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
+  if (!native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
     GTEST_SKIP() << "avx512_bf16 not run on this CPU: the CPU lacks it";
   }
   std::mt19937 rng(3);
@@ -581,9 +632,16 @@ TEST(NativePaths, AmxBf16WeightPairsRoundAsTheCodec) {
   }
 }
 
-TEST(NativePaths, AmxBf16MatMulAccumulates) {
-  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
-  constexpr size_t kRows = 64, kCols = 96, kDepth = 64;
+// Both engines accumulate exact small-integer sums; the dot tiles also over counts that are not
+// whole blocks: 61 rows (fours and a 1-row rest), 80 and 112 columns (5 vectors; 6 and 1), a
+// depth of 46 or of one pair.
+TEST(NativePaths, Bf16PairMatMulsAccumulate) {
+  const std::vector<PairEngine> engines = PairEnginesOnThisCpu();
+  if (engines.empty()) GTEST_SKIP() << "neither amx_bf16 nor avx512_bf16 run: the CPU lacks both";
+  for (const PairEngine engine : engines) {
+  for (const auto [kRows, kCols, kDepth] : {std::array<size_t, 3>{64, 96, 64}, {61, 80, 46},
+                                            {3, 112, 2}}) {
+  if (engine == PairEngine::kAmx && kDepth % 32 != 0) continue;
   std::vector<uint16_t> a(kRows * kDepth), b(kDepth / 2 * 2 * kCols), tail(16 * kDepth);
   std::vector<float> c(kRows * kCols), expected(kRows * kCols);
   for (size_t r = 0; r < kRows; ++r) {
@@ -605,10 +663,18 @@ TEST(NativePaths, AmxBf16MatMulAccumulates) {
       expected[r * kCols + n] = float(sum);
     }
   }
-  const native::AmxTiles tiles;
-  native::AmxBf16MatMul(a.data(), kDepth, kRows, b.data(), 2 * kCols, kCols, kDepth, true, c.data(),
-                        kCols, tail.data());
-  EXPECT_EQ(c, expected);  // small integers: every sum is exact
+  if (engine == PairEngine::kAmx) {
+    const native::AmxTiles tiles;
+    native::AmxBf16MatMul(a.data(), kDepth, kRows, b.data(), 2 * kCols, kCols, kDepth, true,
+                          c.data(), kCols, tail.data());
+  } else {
+    native::DotBf16MatMul(a.data(), kDepth, kRows, b.data(), 2 * kCols, kCols, kDepth, true,
+                          c.data(), kCols);
+  }
+  // Small integers: every sum is exact.
+  EXPECT_EQ(c, expected) << EngineName(engine) << " " << kRows << " x " << kCols << " x " << kDepth;
+  }
+  }
 }
 
 // P V on tiles (pv=bf16 with p=bf16): against the Highway path, whose bf16-rounded weights may
@@ -632,9 +698,10 @@ void ExpectRowsClose(const std::vector<double>& x, const std::vector<double>& y,
   EXPECT_LE(moved, rows / 100 + 1) << what;
 }
 
-TEST(NativePaths, AmxBf16WeightsTimesValuesMatchTheHighwayPath) {
-  if (!AmxBf16Enabled() || !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
-    GTEST_SKIP() << "amx_bf16 P V not run on this CPU: the CPU lacks amx_bf16 or avx512_bf16";
+TEST(NativePaths, Bf16PairWeightsTimesValuesMatchTheHighwayPath) {
+  if (!native::Bf16PairsEnabled() || !native::NativePathEnabled(native::NativePath::kAvx512Bf16)) {
+    GTEST_SKIP() << "bf16 pair P V not run: this CPU takes neither amx_bf16 (with avx512_bf16) "
+                    "nor avx512_bf16's dot tiles";
   }
   const char* precision = "qk=bf16,pv=bf16,p=bf16";
   const AttentionShape shapes[] = {{1, 2, 2, 100, 100, 64}, {2, 4, 2, 37, 301, 32},
