@@ -92,6 +92,9 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
       "fp8 Q K^T (scales per tensor, token or block): " +
           tiles(amx_bf16, "amx_bf16 (codes decoded to bf16 per tile, exact; scales after the sums)",
                 "head_dim a multiple of 32 and query tiles over 4 rows") +
+          tiles(dot_bf16,
+                "avx512_bf16 (codes decoded to bf16 per tile, exact, on vdpbf16ps register tiles)",
+                "head_dim a multiple of 32 and query tiles over 4 rows") +
           highway +
           " (K's 1-byte codes decoded to fp32" + decoded + "; in registers for decode tiles)",
       "bf16 P V with p=bf16: " +

@@ -100,7 +100,7 @@ class QuantizedOperands {
   bool NativeFp8(const quant::QuantSpec& spec) const;
   CodedKv EncodeFp8(ConstTensor t, const quant::QuantSpec& spec, const char* what);
   // How the score product can run on bf16 pair tiles with K coded as `k` (PrepareKv's) and Q
-  // in the precision's format: bf16 with bf16, and on AMX fp16 with fp16, fp8 with fp8
+  // in the precision's format: bf16 with bf16, fp8 with fp8, and on AMX fp16 with fp16
   // (attention_problem.h).
   AmxScores AmxScoresFor(const CodedKv& k) const;
   // int8 Q K^T on the native path: per-token, per-block or per-tensor scales, no smoothing.

@@ -414,9 +414,10 @@ TEST(NativePaths, Bf16PairScoresMatchTheHighwayPathAndTheReference) {
     EXPECT_LE(ScaledMaxError(ToDouble(amx.lse), ToDouble(highway.lse)), 1e-6) << what;
     EXPECT_EQ(amx.o.storage, amx_prepared.o.storage) << what;
     // bf16 takes the tiles on either engine wherever the head dimension allows: their sums
-    // group the additions differently, so some bits differ.
+    // group the additions differently, so some bits of O or of the LSE differ.
     if (std::string(precision) == "qk=bf16,pv=bf16" && k.shape.head_dim % 32 == 0) {
-      EXPECT_NE(amx.lse, highway.lse) << what << ": the tiles did not run";
+      EXPECT_TRUE(amx.lse != highway.lse || amx.o.storage != highway.o.storage)
+          << what << ": the tiles did not run";
     }
     const ReferenceForwardResult ref = c.ReferenceForward();
     EXPECT_LE(ScaledMaxError(amx.o.Dense(), ref.o), 1e-5) << what;
