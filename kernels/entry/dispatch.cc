@@ -57,12 +57,14 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
     return enabled ? std::string(what) + " for " + when + ", else " : std::string();
   };
   const std::string highway = "highway " + target;
-  const std::string pairs = target == "AVX3" && on(NativePath::kAvx512Vnni)
+  // AVX3_DL (a static build's target on newer CPUs, x86_targets.h) takes AVX3's tiles.
+  const bool avx512 = target == "AVX3" || target == "AVX3_DL";
+  const std::string pairs = avx512 && on(NativePath::kAvx512Vnni)
                                 ? "avx512_vnni (vpdpwssd on int16 pairs widened per key tile)"
                                 : highway + " (pmaddwd on int16 pairs widened per key tile)";
-  const bool quads = (target == "AVX3" && on(NativePath::kAvx512Vnni)) ||
+  const bool quads = (avx512 && on(NativePath::kAvx512Vnni)) ||
                      (target == "AVX2" && on(NativePath::kAvxVnni));
-  const std::string vnni = target == "AVX3" ? "avx512_vnni" : "avx_vnni";
+  const std::string vnni = avx512 ? "avx512_vnni" : "avx_vnni";
   const std::string integer =
       tiles(quads, (vnni + " (vpdpbusd: u8 x s8 quads, Q biased by 128)").c_str(),
             "head_dim a multiple of 4") + pairs;

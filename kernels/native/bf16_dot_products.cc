@@ -1,10 +1,10 @@
 // The dot tiles of the bf16 pair products (bf16_pair_products.h): vdpbf16ps on register tiles.
-#include <cpuid.h>
 #include <immintrin.h>
 
 #include <cstring>
 
 #include "kernels/native/bf16_pair_products.h"
+#include "kernels/native/cpu_features.h"
 
 // GCC 12's AVX-512 intrinsics start from an uninitialised vector that every lane then
 // overwrites, and -Wmaybe-uninitialized flags it (GCC bug 105593).
@@ -117,18 +117,7 @@ void DotMatMul(const uint16_t* a, size_t a_stride, size_t rows, const uint16_t* 
 
 }  // namespace
 
-bool Bf16DotAtFmaRate() {
-  static const bool amd = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-    char vendor[13] = {};
-    std::memcpy(vendor, &ebx, 4);
-    std::memcpy(vendor + 4, &edx, 4);
-    std::memcpy(vendor + 8, &ecx, 4);
-    return std::strcmp(vendor, "AuthenticAMD") == 0;
-  }();
-  return amd;
-}
+bool Bf16DotAtFmaRate() { return DetectedCpuFeatures().amd; }
 
 void DotBf16MatMul(const uint16_t* a, size_t a_stride, size_t rows, const uint16_t* b,
                    size_t b_stride, size_t cols, size_t depth, bool accumulate, float* c,

@@ -33,6 +33,9 @@ uint64_t Xgetbv0() {
 CpuFeatures Detect() {
   CpuFeatures f;
   uint32_t eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {  // the vendor string: ebx, edx, ecx
+    f.amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+  }
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !Bit(ecx, 27)) return f;  // no OSXSAVE
   const uint64_t xcr0 = Xgetbv0();
   const bool avx_state = (xcr0 & 0x6) == 0x6;                 // XMM and YMM

@@ -26,6 +26,9 @@ struct CpuFeatures {
   // AMX: the cpuid bits and the OS's support for the tile state (xgetbv bits 17 and 18). Using
   // tiles also needs the process's permission (RequestAmxPermission).
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+  // cpuid's vendor is AMD: some choices follow measured differences between vendors' cores
+  // (bf16_pair_products.h's dot tiles, a decode step's requests for rows ahead).
+  bool amd = false;
 };
 
 // cpuid leaf 7 (subleaves 0 and 1) and xgetbv, read on first use; all false off x86-64.

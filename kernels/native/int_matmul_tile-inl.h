@@ -22,7 +22,8 @@
 #include <algorithm>
 
 #include "hwy/highway.h"
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#include "kernels/native/x86_targets.h"
+#if LPATTN_X86_VNNI_TARGET
 #include <immintrin.h>
 #endif
 #include "kernels/native/native_paths.h"
@@ -148,7 +149,7 @@ HWY_INLINE void IntMicroTile(const PairRows& a, size_t r0, const PairPanel& b, s
 #endif
 }
 
-#if HWY_TARGET == HWY_AVX3
+#if LPATTN_AVX512_TARGET
 // The same tile with AVX-512 VNNI's vpdpwssd, which fuses pmaddwd and the add: twice the
 // multiply-accumulates of an fp32 FMA per instruction. Highway 1.0.3 does not expose it (its
 // AVX3_DL target is opt-in and its ReorderWidenMulAccumulate uses pmaddwd), so AVX3 code
@@ -198,7 +199,7 @@ __attribute__((target("avx512f,avx512vnni"))) void IntMicroTileVnni(
 
 #pragma GCC diagnostic pop
 
-#endif  // HWY_TARGET == HWY_AVX3
+#endif  // LPATTN_AVX512_TARGET
 
 #if HWY_TARGET == HWY_AVX2
 // Four u8 x s8 byte products summed into each int32 lane without VNNI: vpmaddubsw adds each
@@ -218,8 +219,8 @@ HWY_INLINE __m256i ByteQuadSums(__m256i u8, __m256i s8) {
 // k of column i at data[(k * width + i) * 4 .. + 3]. One side is unsigned: the panel with
 // kUnsignedRows false (a signed q entering as q + 128, its bits xor 0x80, the sums corrected by
 // -128 * row_sum), else the rows (P's int8 codes, never negative).
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2  // callers test the same condition
-#if HWY_TARGET == HWY_AVX3
+#if LPATTN_X86_VNNI_TARGET  // callers test the same condition
+#if LPATTN_AVX512_TARGET
 #define LPATTN_QUAD_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
 inline constexpr native::NativePath kQuadPath = native::NativePath::kAvx512Vnni;
 LPATTN_QUAD_ATTR HWY_INLINE __m512i QuadDot(__m512i acc, __m512i u8, __m512i s8) {
@@ -314,14 +315,14 @@ HWY_INLINE void QuadMatMul(const QuadRows& a, const QuadPanel& b, const OutView&
   }
 }
 #undef LPATTN_QUAD_ATTR
-#endif  // HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#endif  // LPATTN_X86_VNNI_TARGET
 
 // kRows rows over all `cols` columns (a multiple of the vector length).
 template <size_t kRows, bool kAccumulate>
 HWY_INLINE void IntRowsAllColumns(const PairRows& a, size_t r0, const PairPanel& b, size_t cols,
                                   const OutView& c, size_t pairs) {
   const size_t N = hn::Lanes(hn::ScalableTag<int32_t>());
-#if HWY_TARGET == HWY_AVX3
+#if LPATTN_AVX512_TARGET
   if (native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
     size_t c0 = 0;
     for (; c0 + kIntMicroVecs * N <= cols; c0 += kIntMicroVecs * N) {

@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "hwy/highway.h"
+#include "kernels/native/cpu_features.h"
+#include "kernels/native/x86_targets.h"
 #include "kernels/skeleton/score_tile-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "kernels/skeleton/tile_workspace-inl.h"
@@ -37,10 +39,12 @@ HWY_INLINE constexpr size_t FewQueryValueVectors() {
 // targets of 16 vector registers, where each FewQueryValues pass reads one cache line of every
 // row of the tile (8 passes at D = 128): AMD Zen 3's streamers fall behind there (asked for
 // row by row as the scores are computed, its fp32 step took 0.73-0.80x the time, 16- and
-// 8-bit codes 0.75-0.88x). AVX-512's passes read 4 lines a row, and on the Intel Xeon asking
-// for a contiguous head's rows cost.
+// 8-bit codes 0.75-0.88x). AVX-512's passes read 4 lines a row: on the Intel Xeon asking for a
+// contiguous head's rows cost; on AMD Zen 5 asking for rows of floats and 16-bit codes saved
+// (0.75-0.83x an fp32 or bf16 step's time), for 8-bit rows it did not (1.0-1.3x).
 HWY_INLINE bool AsksDecodeRows(const HeadRows& src) {
-  return src.block_table != nullptr || FewQueryValueVectors() == 2;
+  if (src.block_table != nullptr || FewQueryValueVectors() == 2) return true;
+  return src.codes8 == nullptr && native::DetectedCpuFeatures().amd;
 }
 
 // Whether a tile's P V takes FewQueryValues: a decode tile whose rows share one key range
@@ -182,7 +186,7 @@ HWY_INLINE bool TakesFewQueryIntValues(const AttentionProblem& p, size_t nq) {
   if (nq > kFewQueries || p.int_pv.v_quads == nullptr || p.dim % hn::Lanes(d32) != 0) {
     return false;
   }
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#if LPATTN_X86_VNNI_TARGET
   if (native::NativePathEnabled(kQuadPath)) return false;
 #endif
   return true;

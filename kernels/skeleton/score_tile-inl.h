@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "hwy/highway.h"
+#include "kernels/native/x86_targets.h"
 #include "kernels/native/amx_products.h"
 #include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/int_matmul_tile-inl.h"
@@ -302,7 +303,7 @@ HWY_INLINE void WidenKeyRows(const int8_t* rows, size_t nk, size_t dim, size_t p
 // Whether this target's int8 score product runs on the u8 x s8 tile (K prepared for it, and
 // this target's VNNI family enabled: the AVX3 and AVX2 code only).
 HWY_INLINE bool QuadScores(const AttentionProblem& p) {
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#if LPATTN_X86_VNNI_TARGET
   return p.quad_qk8 && native::NativePathEnabled(kQuadPath);
 #else
   (void)p;
@@ -645,7 +646,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
                              reinterpret_cast<int8_t*>(ws.key_rows.get()), keys.blocks);
     return;
   }
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#if LPATTN_X86_VNNI_TARGET
   if (QuadScores(p)) {
     const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
     QuadMatMul<false>({keys.rows, p.dim / 4, 1, keys.sums, keys.scales},

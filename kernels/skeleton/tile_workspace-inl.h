@@ -20,6 +20,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "kernels/native/x86_targets.h"
 #include "kernels/native/amx_products.h"
 #include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/int_matmul_tile-inl.h"
@@ -571,7 +572,7 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
   std::fill(ws.weight_scale, ws.weight_scale + nq, p.p_scale);
   const IntPv& v = p.int_pv;
   SetValueScales(p, slice, padded_dim, ws);
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+#if LPATTN_X86_VNNI_TARGET
   if (v.v_quads != nullptr && native::NativePathEnabled(kQuadPath)) {
     const size_t quads = (nk + 3) / 4;
     PackWeightCodes<4>(weights, nk, quads, columns, p.p_scale, ws.weight_pairs);

@@ -88,6 +88,13 @@ TEST(NativePaths, CpuFeaturesMatchProcCpuinfo) {
   for (const auto& [flag, detected] : expected) {
     EXPECT_EQ(flags.count(flag) == 1, detected) << flag;
   }
+  // The vendor, as /proc/cpuinfo's vendor_id names it.
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, vendor;
+  while (vendor.empty() && std::getline(in, line)) {
+    if (line.rfind("vendor_id", 0) == 0) vendor = line.substr(line.find(':') + 2);
+  }
+  EXPECT_EQ(vendor == "AuthenticAMD", f.amd) << vendor;
 }
 #else
 // Every family is reported, none compiled, on the CPU or enabled, each with a note that says it
@@ -232,7 +239,7 @@ TEST(NativePaths, SelectionNarrowsTheEnabledFamilies) {
 // The VNNI tile and Highway's pmaddwd sum the same int16 pair products exactly in int32, so
 // the int8 paths give identical bits with the tile on or off.
 // The int8 products on each VNNI family, in the Highway target that takes it (avx512_vnni:
-// AVX3, avx_vnni: AVX2), against the int16 pair tile without one: the integer sums are exact
+// AVX3 or AVX3_DL, avx_vnni: AVX2), against the int16 pair tile without one: the integer sums are exact
 // either way, so the outputs agree bit for bit. D 72 and 36 take the u8 x s8 tile (vpdpbusd on
 // K rows and biased Q quads, P's codes on V quads) whatever AMX does, 64 too with amx_int8
 // selected off; 70 the vpdpwssd pair tile (AVX3). K and V prepared for a u8 x s8 tile are also
@@ -244,7 +251,10 @@ TEST(NativePaths, Int8ProductsAreBitIdenticalWithAndWithoutVnni) {
     if (path.cpu) on_cpu.insert(path.name);
   }
   int runs = 0;
-  for (const auto& [family, target_name] : {std::pair{"avx512_vnni", "AVX3"}, std::pair{"avx_vnni", "AVX2"}}) {
+  // avx512_vnni in the AVX-512 target this build has: AVX3, or AVX3_DL in a build of the
+  // machine's own static target (kernels/native/x86_targets.h).
+  const char* avx512 = targets.count("AVX3_DL") ? "AVX3_DL" : "AVX3";
+  for (const auto& [family, target_name] : {std::pair{"avx512_vnni", avx512}, std::pair{"avx_vnni", "AVX2"}}) {
     if (!on_cpu.count(family) || !targets.count(target_name)) {
       std::printf("%s not run: %s\n", family,
                   on_cpu.count(family) ? "this build has no such Highway target" : "the CPU lacks it");
