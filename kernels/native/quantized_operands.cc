@@ -300,18 +300,14 @@ AmxScores QuantizedOperands::AmxScoresFor(const CodedKv& k) const {
   // tile of a few rows would fill one vector of 16 queries in four, and fp16's split (four
   // products per channel) costs more than the dot's rate gains over fp32 FMAs. fp8's codes,
   // widened to bf16 per tile, took 0.79-0.86x the decoded path's time (Zen 5).
-  if (!native::Bf16PairsOnAmx()) {
-    if (FewQueryTiles()) return AmxScores::kOff;
-    if (k.data != nullptr && query == quant::Format::kBf16 && !k.fp16) return AmxScores::kBf16;
-    const bool fp8 = query == quant::Format::kFp8E4M3 || query == quant::Format::kFp8E5M2;
-    return k.codes8 != nullptr && fp8 ? AmxScores::kFp8 : AmxScores::kOff;
-  }
+  const bool amx = native::Bf16PairsOnAmx();
+  if (!amx && FewQueryTiles()) return AmxScores::kOff;
   if (k.data != nullptr && query == quant::Format::kBf16 && !k.fp16) return AmxScores::kBf16;
   // A decode tile of a few rows reads fp16 and fp8 K faster decoded in registers for fp32 dot
   // products (FewQueryScores) than split or widened into bf16 tiles (1.45x and 1.2x a 32768-key
   // step, Xeon 4th gen); bf16 K is read in place by the tiles and stays on them.
   if (FewQueryTiles()) return AmxScores::kOff;
-  if (k.data != nullptr && query == quant::Format::kFp16 && k.fp16) return AmxScores::kFp16;
+  if (amx && k.data != nullptr && query == quant::Format::kFp16 && k.fp16) return AmxScores::kFp16;
   const bool fp8 = query == quant::Format::kFp8E4M3 || query == quant::Format::kFp8E5M2;
   if (k.codes8 != nullptr && fp8) return AmxScores::kFp8;
   return AmxScores::kOff;
