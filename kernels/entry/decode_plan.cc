@@ -65,7 +65,40 @@ ConstTensor DecodeOnce(const AttentionProblem& p, const CodedKv& coded,
   return {rows.data(), ContiguousBHTD(int64_t(p.kv_heads), int64_t(p.kv_len), int64_t(p.dim))};
 }
 
+// K's rows for the AMX score product built once (BuildsAmxKeyRows) into rows: dense
+// [B, Hkv, kv_len, row codes] bf16 codes, in parallel as DecodeOnce; fp8's token scales stay
+// the codes'.
+CodedKv AmxKeyRowsOnce(const AttentionProblem& p,
+                       std::vector<uint16_t, native::PooledAllocator<uint16_t>>& rows) {
+  constexpr size_t kRowsPerTask = 256;
+  const size_t slices = p.batch * p.kv_heads;
+  const size_t row_codes = p.amx_qk == AmxScores::kFp16 ? 4 * p.dim : p.dim;
+  rows.resize(slices * p.kv_len * row_codes);
+  tbb::parallel_for(
+      tbb::blocked_range2d<size_t>(0, slices, 1, 0, p.kv_len, kRowsPerTask),
+      [&](const tbb::blocked_range2d<size_t>& r) {
+        for (size_t slice = r.rows().begin(); slice < r.rows().end(); ++slice) {
+          const size_t first = r.cols().begin(), n = r.cols().size();
+          BuildAmxKeyRows(p.k_codes, p.amx_qk, slice / p.kv_heads, slice % p.kv_heads, first, n,
+                          p.dim, rows.data() + (slice * p.kv_len + first) * row_codes);
+        }
+      });
+  CodedKv built;
+  built.data = rows.data();
+  built.strides = ContiguousBHTD(int64_t(p.kv_heads), int64_t(p.kv_len), int64_t(row_codes));
+  built.token_scales = p.k_codes.token_scales;
+  built.scale_strides = p.k_codes.scale_strides;
+  return built;
+}
+
 }  // namespace
+
+bool BuildsAmxKeyRows(const AttentionProblem& p) {
+  if (p.amx_qk != AmxScores::kFp16 && p.amx_qk != AmxScores::kFp8) return false;
+  if (p.k_codes.block_tables != nullptr) return false;  // paged: per tile (scales per block)
+  const size_t row_codes = p.amx_qk == AmxScores::kFp16 ? 4 * p.dim : p.dim;
+  return BuildsKeyRowsOnce(p.batch, p.heads, p.kv_heads, p.q_len, p.kv_len, row_codes);
+}
 
 bool DecodesOnce(const AttentionProblem& p, bool keys) {
   const CodedKv& coded = keys ? p.k_codes : p.v_codes;
@@ -112,6 +145,10 @@ DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args, ConstTensor* seco
   if (p.q_len <= kTileQ && p.kv_len > kKeyBlock) {
     const size_t spread = (p.kv_len + kMaxKeyBlocks - 1) / kMaxKeyBlocks;
     p.key_block = std::max(kKeyBlock, (spread + kTileK - 1) / kTileK * kTileK);
+  }
+  if (BuildsAmxKeyRows(p)) {
+    p.k_codes = AmxKeyRowsOnce(p, k_amx_rows_);
+    p.amx_key_rows = true;
   }
   if (DecodesOnce(p, true)) {
     args.k = DecodeOnce(p, p.k_codes, k_rows_);

@@ -4,6 +4,7 @@
 #ifndef LPATTN_KERNELS_ENTRY_DECODE_PLAN_H_
 #define LPATTN_KERNELS_ENTRY_DECODE_PLAN_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -23,7 +24,9 @@ namespace lpattn {
 // their rows through the grouped layout (exact and K-interval attention).
 // A call with many query tiles per kv head whose products multiply decoded fp32 rows (no
 // native family reads the codes) has its coded K and V decoded once into dense fp32 copies
-// instead of once per query tile (DecodesOnce): the same values, so the same results.
+// instead of once per query tile (DecodesOnce): the same values, so the same results. Where
+// fp16 or fp8 K's scores run on AMX or dot tiles, such a call builds the tiles' key rows once
+// (BuildsAmxKeyRows) instead of converting every key tile for every query tile.
 class DecodePlan {
  public:
   // second_q: a second view's queries (thresholded attention's), grouped as args.q is.
@@ -34,6 +37,7 @@ class DecodePlan {
  private:
   using Buffer = std::vector<float, native::PooledAllocator<float>>;
   Buffer q_rows_, q2_rows_, o_rows_, k_rows_, v_rows_;
+  std::vector<uint16_t, native::PooledAllocator<uint16_t>> k_amx_rows_;
   Tensor caller_o_;
   size_t batch_ = 0, heads_ = 0, q_len_ = 0, dim_ = 0;
 };
@@ -42,6 +46,11 @@ class DecodePlan {
 // that the forward would decode per key tile (for K: no AMX score product reads them), in a
 // call that DecodesKvOnce (tile_sizes.h).
 bool DecodesOnce(const AttentionProblem& problem, bool keys);
+
+// Whether the plan builds the score tiles' key rows from fp16 or fp8 K once per call
+// (AttentionProblem::amx_key_rows): contiguous codes on those tiles, in a call that
+// BuildsKeyRowsOnce (tile_sizes.h).
+bool BuildsAmxKeyRows(const AttentionProblem& problem);
 
 }  // namespace lpattn
 

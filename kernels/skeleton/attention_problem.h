@@ -206,6 +206,10 @@ struct AttentionProblem {
   // Q K^T on AMX bf16 tiles (kernels/native/amx_products.h; dense transforms' forward only),
   // with K from k_codes and each query tile packed as bf16 pairs (docs/math.md §4.1):
   AmxScores amx_qk = AmxScores::kOff;
+  // With amx_qk kFp16 or kFp8: k_codes hold the product's key rows themselves, bf16 codes as
+  // the per-tile conversion makes them (4 D a row for fp16's split, D for fp8, whose token
+  // scales stay k_codes'), built once per call by DecodePlan and read in place like bf16 K.
+  bool amx_key_rows = false;
   CodedKv q_codes;  // Q's fp8 codes and token scales, with amx_qk == kFp8
   // int8 Q K^T on AMX tiles (tdpbssd) when set: K from int_qk.k_rows, each query tile packed
   // as int8 quads. int_qk.k_rows without it (the tiles turned off since K was prepared): the

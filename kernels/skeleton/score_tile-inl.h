@@ -208,34 +208,38 @@ HWY_INLINE void PackAmxQueryPairs(const AttentionProblem& p, const HeadRows& q, 
   }
 }
 
-// S^T of keys [j0, j0 + nk) on AMX bf16 tiles: bf16 K's codes in place, fp16 and fp8 ones
-// converted into ws first.
+// S^T of keys [j0, j0 + nk) on AMX bf16 tiles: bf16 K's codes, or fp16 and fp8 K's rows built
+// once per call (amx_key_rows), in place; fp16 and fp8 codes otherwise converted into ws first.
 HWY_INLINE void AmxScoreTile(const AttentionProblem& p, const HeadRows& k, size_t j0, size_t nk,
                              size_t columns, float* out, TileWorkspace& ws) {
   const uint16_t* pairs = reinterpret_cast<const uint16_t*>(ws.AmxQueryPairs());
   uint16_t* tail = ws.AmxTail();
   const size_t depth = AmxDepth(p);
   const float sum_scale = p.scale / AmxQueryFactor(p);  // what the query panel does not carry
-  if (p.amx_qk == AmxScores::kBf16 && k.Contiguous(j0, nk)) {
-    native::Bf16PairScoreTile(k.code_row(j0), k.token_stride, nk, pairs, kTileQ, columns, depth,
-                              sum_scale, out, kTileQ, tail);
-    return;
+  const bool in_place = p.amx_qk == AmxScores::kBf16 || p.amx_key_rows;
+  const uint16_t* rows = nullptr;
+  size_t stride = depth;
+  if (in_place && k.Contiguous(j0, nk)) {
+    rows = k.code_row(j0);
+    stride = k.token_stride;
+  } else {
+    uint16_t* built = ws.AmxKeyRows();
+    for (size_t j = 0; j < nk; ++j) {
+      if (in_place) {  // paged rows across blocks: their codes gathered
+        CopyBytes(k.code_row(j0 + j), 2 * depth, built + j * depth);
+      } else {
+        AmxCodeRow(k, j0 + j, p.dim, p.amx_qk, true, built + j * depth);
+      }
+    }
+    rows = built;
   }
-  uint16_t* rows = ws.AmxKeyRows();
-  if (p.amx_qk == AmxScores::kBf16) {  // paged rows across blocks: their codes gathered
-    for (size_t j = 0; j < nk; ++j) CopyBytes(k.code_row(j0 + j), 2 * p.dim, rows + j * depth);
-    native::Bf16PairScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
-                              kTileQ, tail);
-    return;
-  }
-  for (size_t j = 0; j < nk; ++j) AmxCodeRow(k, j0 + j, p.dim, p.amx_qk, true, rows + j * depth);
   if (p.amx_qk == AmxScores::kFp8) {
     HWY_ALIGN float key_scales[kTileK];
     for (size_t j = 0; j < nk; ++j) key_scales[j] = k.scale(j0 + j);
-    native::Bf16PairScaledScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, key_scales,
+    native::Bf16PairScaledScoreTile(rows, stride, nk, pairs, kTileQ, columns, depth, key_scales,
                                     ws.col_scale, out, kTileQ, tail);
   } else {
-    native::Bf16PairScoreTile(rows, depth, nk, pairs, kTileQ, columns, depth, sum_scale, out,
+    native::Bf16PairScoreTile(rows, stride, nk, pairs, kTileQ, columns, depth, sum_scale, out,
                               kTileQ, tail);
   }
 }

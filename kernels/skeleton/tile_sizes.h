@@ -42,14 +42,27 @@ inline constexpr size_t DecodeTileRows(size_t heads, size_t kv_heads, size_t q_l
 inline constexpr size_t kDecodeOnceTiles = 4;
 inline constexpr size_t kMaxDecodedHeadBytes = size_t(2) << 20;
 inline constexpr size_t kMaxDecodedBytes = size_t(256) << 20;
+// Query tiles that read each kv head's keys, under the decode plan's grouping.
+inline constexpr size_t QueryTilesPerKvHead(size_t heads, size_t kv_heads, size_t q_len) {
+  return DecodeTileRows(heads, kv_heads, q_len) == q_len
+             ? (q_len + kTileQ - 1) / kTileQ * (heads / kv_heads)
+             : 1;
+}
 inline constexpr bool DecodesKvOnce(size_t batch, size_t heads, size_t kv_heads, size_t q_len,
                                     size_t kv_len, size_t dim) {
-  const size_t tiles = DecodeTileRows(heads, kv_heads, q_len) == q_len
-                           ? (q_len + kTileQ - 1) / kTileQ * (heads / kv_heads)
-                           : 1;
   const size_t head_bytes = 2 * kv_len * dim * sizeof(float);
-  return tiles >= kDecodeOnceTiles && head_bytes <= kMaxDecodedHeadBytes &&
+  return QueryTilesPerKvHead(heads, kv_heads, q_len) >= kDecodeOnceTiles &&
+         head_bytes <= kMaxDecodedHeadBytes &&
          batch * kv_heads * head_bytes / 2 <= kMaxDecodedBytes;
+}
+// The same for the AMX (or dot-tile) score product's key rows built from fp16 or fp8 K
+// (AttentionProblem::amx_key_rows): enough query tiles to repeat the per-tile conversion, and
+// at most kMaxDecodedBytes of rows (row_codes 16-bit codes a key). No cap per head: the rows
+// are what the tiles read, as bf16 K's codes are, so nothing is decoded per tile instead.
+inline constexpr bool BuildsKeyRowsOnce(size_t batch, size_t heads, size_t kv_heads,
+                                        size_t q_len, size_t kv_len, size_t row_codes) {
+  return QueryTilesPerKvHead(heads, kv_heads, q_len) >= kDecodeOnceTiles &&
+         batch * kv_heads * kv_len * row_codes * sizeof(uint16_t) <= kMaxDecodedBytes;
 }
 
 // The score-tile columns (queries of a tile) [begin, end) a forward computes for one key tile;

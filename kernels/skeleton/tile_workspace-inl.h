@@ -99,11 +99,13 @@ HWY_INLINE HeadRows CodedRowsOf(const ConstTensor& t, const CodedKv& coded, size
     rows.block_stride = coded.block_stride;
     rows.scale_block_stride = coded.scale_block_stride;
   }
-  if (coded.codes8 != nullptr) {
-    rows.codes8 = coded.codes8 + offset;
+  if (coded.token_scales != nullptr) {  // 8-bit codes', or fp8 K's built AMX rows'
     const Strides& s = coded.scale_strides;
     rows.token_scales = coded.token_scales + b * size_t(s.batch) + h * size_t(s.head);
     rows.scale_stride = size_t(s.token);
+  }
+  if (coded.codes8 != nullptr) {
+    rows.codes8 = coded.codes8 + offset;
     rows.e5m2 = coded.e5m2;
     rows.int8 = coded.int8;
     rows.no_nan = coded.no_nan;

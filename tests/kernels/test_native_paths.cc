@@ -37,6 +37,7 @@
 #include "kernels/native/huge_pages.h"
 #include "kernels/native/native_paths.h"
 #include "kernels/prepared_kv.h"
+#include "kernels/skeleton/tile_sizes.h"
 #include "tests/kernels/attention_case.h"
 
 namespace lpattn::test {
@@ -445,6 +446,58 @@ TEST(NativePaths, Bf16PairScoresMatchTheHighwayPathAndTheReference) {
     EXPECT_LE(ScaledMaxError(amx, highway), std::string(kint).find("nearest") != std::string::npos ? 0.5 : 1e-5)
         << precision << " " << kint;
   }
+  }
+}
+
+// fp16 and fp8 K's score-tile rows built once per call (a prefill with many query tiles per kv
+// head; docs/design.md §8) hold exactly the codes each key tile's conversion makes: the first
+// query tile's rows of O and the LSE are bit for bit those of a call with that tile alone,
+// which converts K per key tile (not causal, so a query's row does not depend on the others).
+TEST(NativePaths, KeyRowsBuiltOnceMatchThePerTileConversion) {
+  if (!native::Bf16PairsEnabled()) {
+    GTEST_SKIP() << "key rows built once not run: this CPU takes neither amx_bf16 nor "
+                    "avx512_bf16's dot tiles";
+  }
+  // Q scaled per token, so that its rows are quantized alike in both calls.
+  std::vector<const char*> precisions = {"qk=fp8e4m3,pv=fp8e4m3,gran=token",
+                                         "qk=fp8e5m2,pv=bf16,gran=token"};
+  if (native::Bf16PairsOnAmx()) {
+    precisions.push_back("qk=fp16,pv=fp16");
+  } else {
+    std::printf("fp16's key rows not run: its split takes amx_bf16's tiles only, which this CPU "
+                "lacks\n");
+  }
+  constexpr int64_t kTile = int64_t(kTileQ);
+  ASSERT_TRUE(BuildsKeyRowsOnce(1, 2, 1, 4 * kTile + 7, 300, 4 * 64));
+  ASSERT_FALSE(BuildsKeyRowsOnce(1, 2, 1, kTile, 300, 4 * 64));
+  for (const char* precision : precisions) {
+    for (const int64_t dim : {64, 128}) {
+      const AttentionShape whole{1, 2, 1, 4 * kTile + 7, 300, dim};
+      AttentionCase c(whole, false, SinkMode::kNone, Layout::kBHTD, 21);
+      c.options.precision = ParsePrecision(precision);
+      ASSERT_TRUE(SelectNativePaths(""));
+      const KernelOutputs built = c.Run(false);
+      const AttentionShape one{1, 2, 1, kTile, 300, dim};
+      OwnedTensor q(1, 2, kTile, dim, Layout::kBHTD), o(1, 2, kTile, dim, Layout::kBHTD);
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t t = 0; t < kTile; ++t) {
+          for (int64_t x = 0; x < dim; ++x) q.at(0, h, t, x) = c.q.at(0, h, t, x);
+        }
+      }
+      std::vector<float> lse(size_t(2 * kTile));
+      ExactForward(one, c.options, {q.cview(), c.k.cview(), c.v.cview(), o.view(), lse.data()});
+      const std::string what = std::string(precision) + " D " + std::to_string(dim);
+      size_t differing = 0;
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t t = 0; t < kTile; ++t) {
+          differing += built.lse[size_t(h * whole.q_len + t)] != lse[size_t(h * kTile + t)];
+          for (int64_t x = 0; x < dim; ++x) differing += built.o.at(0, h, t, x) != o.at(0, h, t, x);
+        }
+      }
+      EXPECT_EQ(differing, 0u) << what;
+      const ReferenceForwardResult ref = c.ReferenceForward();
+      EXPECT_LE(ScaledMaxError(built.o.Dense(), ref.o), 1e-5) << what;
+    }
   }
 }
 

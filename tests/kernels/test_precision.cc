@@ -298,6 +298,36 @@ TEST(PrecisionKernels, PrefillDecodesCodedKvOnceByTheShape) {
   EXPECT_FALSE(DecodesOnce(p, false));
 }
 
+// fp16 and fp8 K on the score tiles: their rows are built once where enough query tiles would
+// each convert every key tile, without decoding's 2 MiB cap a head (the rows are read in
+// place), up to the same total.
+TEST(PrecisionKernels, PrefillBuildsScoreTileKeyRowsOnceByTheShape) {
+  EXPECT_TRUE(BuildsKeyRowsOnce(1, 8, 8, 4096, 4096, 4 * 128));  // 32 MiB of fp16 split rows
+  EXPECT_FALSE(BuildsKeyRowsOnce(1, 8, 8, 3 * kTileQ, 4096, 128));
+  EXPECT_TRUE(BuildsKeyRowsOnce(1, 4, 1, 200, 200, 64));  // 3 tiles x a group of 4
+  EXPECT_FALSE(BuildsKeyRowsOnce(1, 32, 8, 1, 32768, 128));  // a decode step
+  EXPECT_FALSE(BuildsKeyRowsOnce(64, 8, 8, 4096, 4096, 4 * 128));  // 2 GiB of rows
+
+  AttentionProblem p{};
+  p.batch = 1, p.heads = 4, p.kv_heads = 1, p.q_len = 400, p.kv_len = 400, p.dim = 64;
+  const uint16_t codes[1] = {};
+  p.k_codes.data = codes;
+  p.k_codes.fp16 = true;
+  EXPECT_FALSE(BuildsAmxKeyRows(p));  // no score tiles: decoded instead
+  p.amx_qk = AmxScores::kBf16;  // bf16 codes are the rows already
+  EXPECT_FALSE(BuildsAmxKeyRows(p));
+  p.amx_qk = AmxScores::kFp16;
+  EXPECT_TRUE(BuildsAmxKeyRows(p));
+  p.amx_qk = AmxScores::kFp8;
+  EXPECT_TRUE(BuildsAmxKeyRows(p));
+  const int32_t table[1] = {};
+  p.k_codes.block_tables = table;  // paged: converted per tile
+  EXPECT_FALSE(BuildsAmxKeyRows(p));
+  p.k_codes.block_tables = nullptr;
+  p.q_len = 10;
+  EXPECT_FALSE(BuildsAmxKeyRows(p));
+}
+
 // Decoded once or per tile, K and V take the decoders' values, which are the simulation's
 // rounded ones bit for bit: so the native forward in the call, against prepared codes and the
 // simulation give the same bits at prefill shapes (on a CPU whose AMX tiles read bf16 codes,
