@@ -27,6 +27,7 @@
 #include <immintrin.h>
 #endif
 #include "kernels/native/native_paths.h"
+#include "kernels/skeleton/lane_sums-inl.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -312,6 +313,67 @@ HWY_INLINE void QuadMatMul(const QuadRows& a, const QuadPanel& b, const OutView&
       }
       if (c0 < cols) QuadMicroTile<kR, 1, kUnsignedRows, kAccumulate>(a, r0, b, c0, c, quads);
     });
+  }
+}
+// Key t's 4 scores (QuadMicroTile's epilogue on the 4 queries' sums s0..s3: the code-sum bias
+// removed, then the key's scale times each query's), after its row of `columns` lanes is zeroed.
+template <class V>
+HWY_INLINE void StoreFourQuadScores(V s0, V s1, V s2, V s3, int32_t key_sum, float key_scale,
+                                    const float* HWY_RESTRICT col_scale, size_t columns,
+                                    float* HWY_RESTRICT row) {
+  const hn::ScalableTag<int32_t> d32;
+  const hn::ScalableTag<float> df;
+  const hn::CappedTag<int32_t, 4> di4;
+  const hn::CappedTag<float, 4> d4;
+  for (size_t i = 0; i < columns; i += hn::Lanes(df)) hn::StoreU(hn::Zero(df), df, row + i);
+  const auto sums = hn::ConvertTo(d4, hn::Sub(SumsOfFour(d32, s0, s1, s2, s3),
+                                              hn::Set(di4, 128 * key_sum)));
+  const auto scales = hn::Mul(hn::Set(d4, key_scale), hn::LoadU(d4, col_scale));
+  hn::StoreU(hn::MulAdd(sums, scales, hn::Zero(d4)), d4, row);
+}
+
+// A decode tile's scores: nk keys against at most 4 queries as dot products along the head
+// dimension, where QuadMicroTile (queries along the lanes) would fill 4 lanes in 16. Key j's
+// s8 codes (rows `stride` rows of dim apart; its code sum and scale `stride` apart too)
+// against each query's q + 128 (u8 rows `dim` apart, dim a multiple of the vector's bytes),
+// two keys at a time, the same exact int32 sums as the tile's, scaled by its expression: its
+// bits. ask(j) as key j is read (the skeleton's rows ahead); key j's row at out + j out_stride.
+template <class Ask>
+LPATTN_QUAD_ATTR void FewQueryQuadScores(const int8_t* HWY_RESTRICT rows,
+                                         const int32_t* HWY_RESTRICT sums,
+                                         const float* HWY_RESTRICT scales, size_t nk,
+                                         size_t stride, const uint8_t* HWY_RESTRICT q,
+                                         size_t dim, const float* HWY_RESTRICT col_scale,
+                                         size_t columns, float* HWY_RESTRICT out,
+                                         size_t out_stride, const Ask& ask) {
+  const hn::ScalableTag<int32_t> d32;
+  const hn::Repartition<uint8_t, decltype(d32)> d8;
+  using V = hn::Vec<decltype(d32)>;
+  const size_t bytes = hn::Lanes(d8);
+  for (size_t j = 0; j < nk; j += 2) {
+    const bool pair = j + 1 < nk;
+    const uint8_t* row0 = reinterpret_cast<const uint8_t*>(rows + j * stride * dim);
+    const uint8_t* row1 = pair ? row0 + stride * dim : row0;
+    ask(j);
+    ask(j + 1);
+    V a0 = hn::Zero(d32), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (size_t c = 0; c < dim; c += bytes) {
+      const auto k0 = hn::BitCast(d32, hn::LoadU(d8, row0 + c)).raw;
+      const auto k1 = hn::BitCast(d32, hn::LoadU(d8, row1 + c)).raw;
+      const auto q0 = hn::BitCast(d32, hn::LoadU(d8, q + c)).raw;
+      const auto q1 = hn::BitCast(d32, hn::LoadU(d8, q + dim + c)).raw;
+      const auto q2 = hn::BitCast(d32, hn::LoadU(d8, q + 2 * dim + c)).raw;
+      const auto q3 = hn::BitCast(d32, hn::LoadU(d8, q + 3 * dim + c)).raw;
+      a0 = V{QuadDot(a0.raw, q0, k0)}, a1 = V{QuadDot(a1.raw, q1, k0)};
+      a2 = V{QuadDot(a2.raw, q2, k0)}, a3 = V{QuadDot(a3.raw, q3, k0)};
+      b0 = V{QuadDot(b0.raw, q0, k1)}, b1 = V{QuadDot(b1.raw, q1, k1)};
+      b2 = V{QuadDot(b2.raw, q2, k1)}, b3 = V{QuadDot(b3.raw, q3, k1)};
+    }
+    StoreFourQuadScores(a0, a1, a2, a3, sums[j * stride], scales[j * stride], col_scale,
+                        columns, out + j * out_stride);
+    if (!pair) break;
+    StoreFourQuadScores(b0, b1, b2, b3, sums[(j + 1) * stride], scales[(j + 1) * stride],
+                        col_scale, columns, out + (j + 1) * out_stride);
   }
 }
 #undef LPATTN_QUAD_ATTR

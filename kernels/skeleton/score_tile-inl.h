@@ -22,6 +22,7 @@
 #include "kernels/native/amx_products.h"
 #include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/int_matmul_tile-inl.h"
+#include "kernels/skeleton/lane_sums-inl.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
@@ -331,24 +332,6 @@ HWY_INLINE bool TakesFewQueryScores(const AttentionProblem& p, size_t nq) {
          !p.amx_qk8 && p.int_qk.q == nullptr && p.int_qk.k_rows == nullptr;
 }
 
-// The sums of a, b, c, e's lanes (float or int32), in that order, as 4 lanes: pairs
-// interleaved and added within each 128-bit block, then the blocks added.
-template <class D, typename T = hn::TFromD<D>>
-HWY_INLINE hn::Vec<hn::CappedTag<T, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Vec<D> b, hn::Vec<D> c,
-                                                    hn::Vec<D> e) {
-  const hn::Repartition<hwy::MakeWide<T>, D> d64;  // double for floats, int64 for int32
-  const auto ab = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b)));
-  const auto ce = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e)));
-  const auto blocks = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab, ce)),
-                              hn::BitCast(d, hn::InterleaveUpper(d64, ab, ce)));
-  HWY_ALIGN T lanes[hn::MaxLanes(d)];
-  hn::Store(blocks, d, lanes);
-  const hn::CappedTag<T, 4> d4;
-  auto sums = hn::Load(d4, lanes);
-  for (size_t i = 4; i < hn::Lanes(d); i += 4) sums = hn::Add(sums, hn::Load(d4, lanes + i));
-  return sums;
-}
-
 // A decode tile's score row of `columns` lanes (one vector wherever vectors hold 4 floats)
 // zeroed before its 4 sums are stored: a vector store, not the loop over `columns` that the
 // compiler made a `rep stos` (5% of an int8 decode step on AMD Zen 3).
@@ -535,6 +518,34 @@ HWY_INLINE void PackFewIntQueries(const AttentionProblem& p, size_t b, size_t h,
   }
 }
 
+// Whether a decode tile's int8 scores take FewQueryQuadScores (u8 x s8 dot products along the
+// head dimension) where the u8 x s8 tile would put its few queries along the lanes: a head
+// dimension of whole vectors of bytes.
+HWY_INLINE bool TakesFewQueryQuadScores(const AttentionProblem& p, size_t nq) {
+#if LPATTN_X86_VNNI_TARGET
+  const hn::ScalableTag<uint8_t> d8;
+  return nq <= kFewQueries && p.dim % hn::Lanes(d8) == 0 && QuadScores(p);
+#else
+  (void)p, (void)nq;
+  return false;
+#endif
+}
+
+// The 4 query rows of FewQueryQuadScores: each code xor 0x80 (q + 128, unsigned) as bytes
+// [4][dim] in ws.int_panel, 0x80 (a code of 0) past nq, and col_scale as PackIntQueries sets it.
+HWY_INLINE void PackFewQuadQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
+                                   size_t nq, TileWorkspace& ws) {
+  const size_t row0 = (b * p.heads + h) * p.q_len + i0;
+  uint8_t* rows = reinterpret_cast<uint8_t*>(ws.int_panel.get());
+  std::fill(rows, rows + kFewQueries * p.dim, uint8_t(0x80));
+  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  for (size_t i = 0; i < nq; ++i) {
+    const int16_t* q = p.int_qk.q + (row0 + i) * 2 * p.int_qk.pairs;
+    for (size_t c = 0; c < p.dim; ++c) rows[i * p.dim + c] = uint8_t(int8_t(q[c])) ^ 0x80;
+    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+  }
+}
+
 // S^T[j][i] = (k_scale_j col_scale_i) sum_c k_j[c] q_i[c] for keys j < nk of `keys` (rows
 // and scales `stride` rows apart) against the 4 int16 query rows q (`dim` apart), two keys at
 // a time, asking for the next tile's rows ahead_first + j as key j is read; lanes 4..columns
@@ -585,8 +596,9 @@ HWY_INLINE void FewQueryIntScores(const IntKeyTile& keys, size_t nk, size_t stri
   }
 }
 
-// A decode tile's int8 scores (FewQueryIntScores) on K's codes where they lie: a paged K one
-// block's run of rows at a time, not gathered into scratch as IntKeyRows gathers them.
+// A decode tile's int8 scores (FewQueryQuadScores with the u8 x s8 tile's family, else
+// FewQueryIntScores) on K's codes where they lie: a paged K one block's run of rows at a time,
+// not gathered into scratch as IntKeyRows gathers them.
 HWY_INLINE void FewQueryIntTile(const AttentionProblem& p, size_t b, size_t kv_head, size_t j0,
                                 size_t nk, size_t columns, float* out, TileWorkspace& ws) {
   const IntQk& k = p.int_qk;
@@ -596,6 +608,17 @@ HWY_INLINE void FewQueryIntTile(const AttentionProblem& p, size_t b, size_t kv_h
   for (size_t s = 0; s < nk;) {
     const size_t run = paged ? std::min(nk - s, block - ((j0 + s) & (block - 1))) : nk;
     const size_t row = k.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j0 + s);
+#if LPATTN_X86_VNNI_TARGET
+    if (QuadScores(p)) {
+      const RowsAhead& ahead = ws.ahead;
+      FewQueryQuadScores(k.k_rows + row * p.dim, k.k_sums + row, k.k_scale + row, run, stride,
+                         reinterpret_cast<const uint8_t*>(ws.int_panel.get()), p.dim,
+                         ws.col_scale, columns, out + s * kTileQ, kTileQ,
+                         [&ahead, s](size_t j) HWY_ATTR { AskRowsAhead(ahead, s + j); });
+      s += run;
+      continue;
+    }
+#endif
     FewQueryIntScores({k.k_rows + row * p.dim, k.k_sums + row, k.k_scale + row}, run, stride,
                       ws.int_panel.get(), p.dim, ws.col_scale, columns, ws.ahead, s,
                       out + s * kTileQ);
@@ -652,6 +675,10 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
   }
 #if LPATTN_X86_VNNI_TARGET
   if (QuadScores(p)) {
+    if (ws.few_int_queries) {
+      FewQueryIntTile(p, b, kv_head, j0, nk, columns, out, ws);
+      return;
+    }
     const IntKeyTile keys = IntKeyRows(p, b, kv_head, j0, nk, ws);
     QuadMatMul<false>({keys.rows, p.dim / 4, 1, keys.sums, keys.scales},
                       {reinterpret_cast<const int8_t*>(ws.int_panel.get()), kTileQ, ws.col_scale},
@@ -698,7 +725,10 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
 HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t b, size_t h,
                             size_t i0, size_t nq, float* q_panel, TileWorkspace& ws) {
   ws.few_queries = ws.few_int_queries = false;
-  if (p.amx_qk8 || QuadScores(p)) {
+  if (TakesFewQueryQuadScores(p, nq)) {
+    PackFewQuadQueries(p, b, h, i0, nq, ws);
+    ws.few_int_queries = true;
+  } else if (p.amx_qk8 || QuadScores(p)) {
     PackInt8QueryQuads(p, b, h, i0, nq, !p.amx_qk8, ws);
   } else if (TakesFewQueryIntScores(p, nq)) {
     PackFewIntQueries(p, b, h, i0, nq, ws);

@@ -185,7 +185,7 @@ struct TileWorkspace {
   HWY_ALIGN float factor[kTileMax];
   HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
   bool few_queries = false;  // the forward's query tile packed for FewQueryScores (rows2)
-  bool few_int_queries = false;  // ... for FewQueryIntScores (int_panel)
+  bool few_int_queries = false;  // ... for FewQueryIntScores or FewQueryQuadScores (int_panel)
   RowsAhead ahead;           // a decode tile's next rows, for FewQueryScores to ask for
   static constexpr size_t kMaxRowParams = 12;
   HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
