@@ -88,14 +88,19 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
                 "head_dim a multiple of 32 and query tiles over 4 rows") +
           highway + " (K's codes decoded to fp32" + decoded + ")",
       "fp16 Q K^T: " +
-          tiles(amx_bf16, "amx_bf16 (each value split exactly into two bf16, depth 4 head_dim; K's rows built once per call in a prefill, else per key tile)",
+          tiles(amx_bf16,
+                "amx_bf16 (each value split exactly into two bf16, depth 4 head_dim; K's rows "
+                "built once per call in a prefill, else per key tile)",
                 "head_dim a multiple of 32 and query tiles over 4 rows") +
           highway + " (K's codes decoded to fp32" + decoded + "; in registers for decode tiles)",
       "fp8 Q K^T (scales per tensor, token or block): " +
-          tiles(amx_bf16, "amx_bf16 (codes decoded to bf16, exact, once per call in a prefill, else per key tile; scales after the sums)",
+          tiles(amx_bf16,
+                "amx_bf16 (codes decoded to bf16, exact, once per call in a prefill, else per "
+                "key tile; scales after the sums)",
                 "head_dim a multiple of 32 and query tiles over 4 rows") +
           tiles(dot_bf16,
-                "avx512_bf16 (codes decoded to bf16, exact, once per call in a prefill, else per key tile, on vdpbf16ps register tiles)",
+                "avx512_bf16 (codes decoded to bf16, exact, once per call in a prefill, else "
+                "per key tile, on vdpbf16ps register tiles)",
                 "head_dim a multiple of 32 and query tiles over 4 rows") +
           highway +
           " (K's 1-byte codes decoded to fp32" + decoded + "; in registers for decode tiles)",
