@@ -46,22 +46,29 @@ void CopyQueryRows(ConstTensor& q, size_t batch, size_t heads, size_t q_len, siz
   q = {rows.data(), dense};
 }
 
+// fn(slice, first, n) over every (batch, kv head) slice's K or V rows in blocks of up to 256,
+// in parallel: the per-call passes over a call's kv rows.
+template <class Fn>
+void ForEachRowBlock(const AttentionProblem& p, const Fn& fn) {
+  constexpr size_t kRowsPerTask = 256;
+  tbb::parallel_for(
+      tbb::blocked_range2d<size_t>(0, p.batch * p.kv_heads, 1, 0, p.kv_len, kRowsPerTask),
+      [&](const tbb::blocked_range2d<size_t>& r) {
+        for (size_t slice = r.rows().begin(); slice < r.rows().end(); ++slice) {
+          fn(slice, r.cols().begin(), r.cols().size());
+        }
+      });
+}
+
 // Rows of `coded` decoded into rows (dense [B, Hkv, kv_len, D]), in parallel over heads and
 // blocks of rows: each row's values are the decoder's whatever the split.
 ConstTensor DecodeOnce(const AttentionProblem& p, const CodedKv& coded,
                        std::vector<float, native::PooledAllocator<float>>& rows) {
-  constexpr size_t kRowsPerTask = 256;
-  const size_t slices = p.batch * p.kv_heads;
-  rows.resize(slices * p.kv_len * p.dim);
-  tbb::parallel_for(
-      tbb::blocked_range2d<size_t>(0, slices, 1, 0, p.kv_len, kRowsPerTask),
-      [&](const tbb::blocked_range2d<size_t>& r) {
-        for (size_t slice = r.rows().begin(); slice < r.rows().end(); ++slice) {
-          const size_t first = r.cols().begin(), n = r.cols().size();
-          DecodeCodedRows(coded, slice / p.kv_heads, slice % p.kv_heads, first, n, p.dim,
-                          rows.data() + (slice * p.kv_len + first) * p.dim);
-        }
-      });
+  rows.resize(p.batch * p.kv_heads * p.kv_len * p.dim);
+  ForEachRowBlock(p, [&](size_t slice, size_t first, size_t n) {
+    DecodeCodedRows(coded, slice / p.kv_heads, slice % p.kv_heads, first, n, p.dim,
+                    rows.data() + (slice * p.kv_len + first) * p.dim);
+  });
   return {rows.data(), ContiguousBHTD(int64_t(p.kv_heads), int64_t(p.kv_len), int64_t(p.dim))};
 }
 
@@ -70,19 +77,12 @@ ConstTensor DecodeOnce(const AttentionProblem& p, const CodedKv& coded,
 // the codes'.
 CodedKv AmxKeyRowsOnce(const AttentionProblem& p,
                        std::vector<uint16_t, native::PooledAllocator<uint16_t>>& rows) {
-  constexpr size_t kRowsPerTask = 256;
-  const size_t slices = p.batch * p.kv_heads;
   const size_t row_codes = p.amx_qk == AmxScores::kFp16 ? 4 * p.dim : p.dim;
-  rows.resize(slices * p.kv_len * row_codes);
-  tbb::parallel_for(
-      tbb::blocked_range2d<size_t>(0, slices, 1, 0, p.kv_len, kRowsPerTask),
-      [&](const tbb::blocked_range2d<size_t>& r) {
-        for (size_t slice = r.rows().begin(); slice < r.rows().end(); ++slice) {
-          const size_t first = r.cols().begin(), n = r.cols().size();
-          BuildAmxKeyRows(p.k_codes, p.amx_qk, slice / p.kv_heads, slice % p.kv_heads, first, n,
-                          p.dim, rows.data() + (slice * p.kv_len + first) * row_codes);
-        }
-      });
+  rows.resize(p.batch * p.kv_heads * p.kv_len * row_codes);
+  ForEachRowBlock(p, [&](size_t slice, size_t first, size_t n) {
+    BuildAmxKeyRows(p.k_codes, p.amx_qk, slice / p.kv_heads, slice % p.kv_heads, first, n,
+                    p.dim, rows.data() + (slice * p.kv_len + first) * row_codes);
+  });
   CodedKv built;
   built.data = rows.data();
   built.strides = ContiguousBHTD(int64_t(p.kv_heads), int64_t(p.kv_len), int64_t(row_codes));
