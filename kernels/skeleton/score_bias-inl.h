@@ -54,7 +54,7 @@ HWY_INLINE bool WindowHidesNone(const AttentionProblem& p, size_t j0, size_t las
 
 // S^T [j][i] (row stride `stride`) of keys [j0, j0 + nk) against rows [i0, i0 + columns) of
 // head h (lanes past the tile's nq rows are left as they are computed, and never read), in the
-// columns of `live` only (the forward's WindowLimits: no other column is read).
+// columns of `live` only (the forward's LiveColumns: no other column is read).
 HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t i0, size_t nq,
                                      size_t columns, size_t j0, size_t nk, float* HWY_RESTRICT st,
                                      size_t stride, ColumnRange live = {0, kTileMax}) {

@@ -656,7 +656,7 @@ HWY_INLINE bool ScoresReadKeyRows(const AttentionProblem& p) {
 // The score tile S^T of keys [j0, j0 + nk) against a query tile's `columns` queries (packed in
 // q_panel, or in ws by PackQueries on the integer and AMX paths), key-major with row stride kTileQ.
 // On the AMX path up to 15 rows past nk are written too (the tile's buffer has them). The fp32
-// product computes only the columns in `live` (WindowLimits'), per block of keys those whose
+// product computes only the columns in `live` (LiveColumns'), per block of keys those whose
 // queries see it when `live` says which queries they are; the other products all of them.
 HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b, size_t kv_head,
                           size_t j0, size_t nk, size_t columns, const float* q_panel, float* out,

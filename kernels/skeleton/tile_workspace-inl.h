@@ -257,17 +257,66 @@ HWY_INLINE const float* CastRow(const float* row, size_t dim, quant::Format form
   return out;
 }
 
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+// panel[c0 + c][i0 + r] = factors[r] * rows[r][c0 + c] for a block of N rows and N columns
+// (N lanes), transposed in registers: log2(N) rounds of ConcatEven/ConcatOdd over the block's
+// vectors (row k's even and odd lanes after row k + 1's) leave vector c holding column c. The
+// scalar stores they replace (N a vector) were 3% of a causal forward's time at D 64
+// (docs/performance.md §4.14).
+template <class D>
+HWY_INLINE void PackTransposedBlock(D d, const float* const* rows, const float* factors,
+                                    size_t c0, size_t width, float* HWY_RESTRICT out) {
+  constexpr size_t N = hn::MaxLanes(D());
+  hn::Vec<D> v[N], next[N];
+  for (size_t r = 0; r < N; ++r) v[r] = hn::LoadU(d, rows[r] + c0);
+  for (size_t round = 1; round < N; round *= 2) {
+    for (size_t k = 0; k < N / 2; ++k) {
+      next[k] = hn::ConcatEven(d, v[2 * k + 1], v[2 * k]);
+      next[k + N / 2] = hn::ConcatOdd(d, v[2 * k + 1], v[2 * k]);
+    }
+    for (size_t r = 0; r < N; ++r) v[r] = next[r];
+  }
+  const auto f = hn::LoadU(d, factors);
+  for (size_t c = 0; c < N; ++c) hn::StoreU(hn::Mul(v[c], f), d, out + (c0 + c) * width);
+}
+#endif
+
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
 // transposed operand of a score product, packed once per task. With unit_rows each row is
 // also divided by max(||row||, 1e-12) (thresholded attention's L2-normalised queries); with a
-// cast, each value is rounded to it first (CastRow).
+// cast, each value is rounded to it first (CastRow). Whole blocks of N fp32 rows and columns
+// are transposed in registers (PackTransposedBlock), the rest element by element.
 HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size_t dim,
                                float factor, size_t width, float* HWY_RESTRICT panel,
                                bool unit_rows = false,
                                quant::Format cast = quant::Format::kFp32) {
   std::fill(panel, panel + dim * width, 0.0f);
+  size_t i0 = 0;
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  const hn::ScalableTag<float> d;
+  constexpr size_t N = hn::MaxLanes(decltype(d)());
+  const size_t block_dim = dim / N * N;
+  if (cast == quant::Format::kFp32 && block_dim != 0) {
+    for (; i0 + N <= n; i0 += N) {
+      const float* rows[N];
+      HWY_ALIGN float factors[N];
+      for (size_t r = 0; r < N; ++r) {
+        rows[r] = src.row(first + i0 + r);
+        factors[r] = RowFactor(rows[r], dim, factor, unit_rows);
+      }
+      for (size_t c0 = 0; c0 < block_dim; c0 += N) {
+        PackTransposedBlock(d, rows, factors, c0, width, panel + i0);
+      }
+      for (size_t r = 0; r < N; ++r) {
+        for (size_t c = block_dim; c < dim; ++c) {
+          panel[c * width + i0 + r] = factors[r] * rows[r][c];
+        }
+      }
+    }
+  }
+#endif
   HWY_ALIGN float rounded[kMaxHeadDim + 64];
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = i0; i < n; ++i) {
     const float* row = CastRow(src.row(first + i), dim, cast, rounded);
     const float row_factor = RowFactor(row, dim, factor, unit_rows);
     for (size_t c = 0; c < dim; ++c) panel[c * width + i] = row_factor * row[c];
@@ -898,15 +947,19 @@ HWY_INLINE size_t QueryColumns(size_t nq) {
   return std::min(kTileQ, hwy::RoundUpTo(nq, 2 * hn::Lanes(d)));
 }
 
-// The sliding window (docs/math.md §1.5) on QueryLimits' limits for a forward's key tile: a
-// row whose window starts past the tile sees none of it (limit 0, and the tile is not all
-// visible), and only the columns of rows that see a key are worth a score
-// (whole pairs of vectors; the rest are never read). A band of W keys through 96-query tiles
-// computed about 1.5 times its visible scores at full width, about 1.2 times in these columns
-// (docs/design.md §3).
-HWY_INLINE ColumnRange WindowLimits(const AttentionProblem& p, size_t i0, size_t nq,
-                                    size_t columns, bool& all_visible, TileWorkspace& ws) {
-  if (p.window == 0) return {0, columns};
+// The score-tile columns a forward's key tile computes (its `live` range, docs/design.md §3),
+// from QueryLimits' limits. Under a sliding window (docs/math.md §1.5) a row whose window
+// starts past the tile sees none of it (limit 0, and the tile is not all visible), and only
+// the columns of rows that see a key are worth a score (whole pairs of vectors; the rest are
+// never read). A band of W keys through 96-query tiles computed about 1.5 times its visible
+// scores at full width, about 1.2 times in these columns. A tile the causal mask cuts (the
+// diagonal's) keeps all columns, and first_query lets KeyBlockColumns narrow each block of
+// keys to the queries on or below the diagonal: the two diagonal tiles of a 96-query tile
+// computed 2.0 times their visible scores at full width, 1.2 times so.
+HWY_INLINE ColumnRange LiveColumns(const AttentionProblem& p, size_t i0, size_t nq,
+                                   size_t columns, bool& all_visible, TileWorkspace& ws) {
+  const size_t first_query = p.head_rows == 0 ? i0 : SIZE_MAX;  // columns are i0, i0 + 1, ...
+  if (p.window == 0) return {0, columns, all_visible ? SIZE_MAX : first_query};
   size_t first = nq, last = 0;
   for (size_t i = 0; i < nq; ++i) {
     if (ws.range_begin[i] < ws.range_end[i]) {
@@ -921,14 +974,15 @@ HWY_INLINE ColumnRange WindowLimits(const AttentionProblem& p, size_t i0, size_t
   if (first >= last) return {0, 0};
   const hn::ScalableTag<float> d;
   const size_t pair = 2 * hn::Lanes(d);
-  return {first / pair * pair, std::min(columns, hwy::RoundUpTo(last, pair)),
-          p.head_rows == 0 ? i0 : SIZE_MAX};
+  return {first / pair * pair, std::min(columns, hwy::RoundUpTo(last, pair)), first_query};
 }
 
 // The columns of `live` whose queries see any of keys [j, j + n) (rows of consecutive queries
-// from live.first_query): [FirstQuerySeeing(j), QueryEndSeeing(j + n - 1)) in whole pairs of
-// vectors. Per block of kMicroRows keys, a band's score product skips the triangles a key
-// tile's columns leave on each edge (1.19 -> 1.08 times the visible scores at W = 256).
+// from live.first_query): [FirstQuerySeeing(j), QueryEndSeeing(j + n - 1)) in whole register
+// blocks' steps (one vector under AVX-512, whose 4-vector tiles take 1-3 vector tails; a pair
+// under 2-vector tiles). Per block of kMicroRows keys, a band's score product skips the
+// triangles a key tile's columns leave on each edge (1.19 -> 1.08 times the visible scores at
+// W = 256), and a causal diagonal's product the triangle above it.
 HWY_INLINE ColumnRange KeyBlockColumns(const AttentionProblem& p, const ColumnRange& live,
                                        size_t j, size_t n) {
   const size_t i0 = live.first_query;
@@ -936,9 +990,9 @@ HWY_INLINE ColumnRange KeyBlockColumns(const AttentionProblem& p, const ColumnRa
   const size_t end = p.QueryEndSeeing(j + n - 1);
   if (end <= i0 + first) return {0, 0};
   const hn::ScalableTag<float> d;
-  const size_t pair = 2 * hn::Lanes(d);
-  return {std::max(live.begin, first / pair * pair),
-          std::min(live.end, hwy::RoundUpTo(end - i0, pair))};
+  const size_t step = (kMicroVecs > 2 ? 1 : 2) * hn::Lanes(d);
+  return {std::max(live.begin, first / step * step),
+          std::min(live.end, hwy::RoundUpTo(end - i0, step))};
 }
 
 // The first key tile the query tile [i0, i0 + nq) can see (docs/math.md §1.5's window hides

@@ -145,7 +145,7 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
       }
     }
     bool all_visible = QueryLimits(p, i0, nq, j0, nk, ws);
-    const ColumnRange live = WindowLimits(p, i0, nq, columns, all_visible, ws);
+    const ColumnRange live = LiveColumns(p, i0, nq, columns, all_visible, ws);
     if (cache != nullptr) {
       scores = cache + (j0 - k_begin) * kTileQ;
     } else {
@@ -194,8 +194,11 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
           p.amx_pv.vt != nullptr
               ? TransposedValueRows(p, b, kv_head, j0, nk, padded_dim, ws.rows.get())
               : DimRows(v, j0, nk, dim, padded_dim, ws.rows.get());
+      // Hidden keys' weights are exactly 0 (the transform's mask), so a finite tile of V lets
+      // each block of rows run over all of its keys (MatMulRanged's zero_outside).
+      const bool zero_outside = !all_visible && RowsFinite(v_rows, 0, nk, padded_dim);
       MatMulRanged({scores, 1, kTileQ}, v_rows, {out, padded_dim}, nq, padded_dim,
-                   ws.range_begin, ws.range_end);
+                   ws.range_begin, ws.range_end, zero_outside);
     }
   }
   float* o_rows = RowOf(args.o, b, h, i0);

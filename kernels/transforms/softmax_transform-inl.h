@@ -107,25 +107,30 @@ struct SoftmaxTransform {
     for (size_t i = 0; i < columns; i += N) {
       const auto limit = hn::LoadU(d, visible + i);
       // Rows that see none of the tile (causal diagonals, a window's edges) keep their state
-      // and weigh it 0 (their scores may not have been computed: WindowLimits).
+      // and weigh it 0 (their scores may not have been computed: LiveColumns).
       if (!all_visible && hn::AllTrue(d, hn::Eq(limit, hn::Zero(d)))) {
         for (size_t j = 0; j < nk; ++j) hn::StoreU(hn::Zero(d), d, st + j * kTileQ + i);
         hn::StoreU(hn::Set(d, 1.0f), d, alpha + i);
         continue;
       }
+      // Keys past every row's limit (a causal diagonal's upper triangle, about half its
+      // tile) are weighed 0 without an exp; their scores may not have been computed either.
+      const size_t keys =
+          all_visible ? nk : std::min(nk, size_t(hn::GetLane(hn::MaxOfLanes(d, limit))));
       const auto m_old = hn::LoadU(d, state.m + i);
-      const auto m_new = hn::Max(m_old, ColumnMax(d, st + i, nk, limit, all_visible));
+      const auto m_new = hn::Max(m_old, ColumnMax(d, st + i, keys, limit, all_visible));
       // exp(-inf - -inf) is NaN; Highway's Exp turns it into 0, which is right here: such a row
       // has seen nothing yet, so its accumulator and normaliser are 0 anyway.
       const auto rescale = hn::Exp(d, hn::Sub(m_old, m_new));
       auto z = hn::Mul(hn::LoadU(d, state.z + i), rescale);
-      for (size_t j = 0; j < nk; ++j) {
+      for (size_t j = 0; j < keys; ++j) {
         float* s_ptr = st + j * kTileQ + i;
         auto p = ExpKeepNaN(d, hn::Sub(hn::LoadU(d, s_ptr), m_new));
         if (!all_visible) p = hn::IfThenElseZero(hn::Lt(hn::Set(d, float(j)), limit), p);
         z = hn::Add(z, p);
         hn::StoreU(p, d, s_ptr);
       }
+      for (size_t j = keys; j < nk; ++j) hn::StoreU(hn::Zero(d), d, st + j * kTileQ + i);
       hn::StoreU(m_new, d, state.m + i);
       hn::StoreU(z, d, state.z + i);
       hn::StoreU(rescale, d, alpha + i);

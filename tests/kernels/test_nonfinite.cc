@@ -54,11 +54,20 @@ TEST(NonFinite, NaNInQueryRowStaysInThatRow) {
   }
 }
 
+// A forward that leaves NaN in every score tile of the threads' workspaces (the causal
+// diagonal's score product skips the columns above it, whose weights are never read).
+void PoisonWorkspaces() {
+  AttentionCase poison({1, 2, 1, 300, 300, 16}, false, SinkMode::kNone, Layout::kBHTD);
+  for (int64_t i = 0; i < 300; ++i) poison.q.at(0, 0, i, 0) = kNaN;
+  poison.Run(false);
+}
+
 TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsThatSeeIt) {
   for (const std::string& target : SupportedTargets()) {
     SCOPED_TRACE(target);
     ScopedTarget pin(target);
     for (bool in_value : {false, true}) {
+      PoisonWorkspaces();
       AttentionCase c = CausalCase();
       const int64_t bad = 100;  // a key in the middle of the second key tile
       (in_value ? c.v : c.k).at(0, 0, bad, 3) = kNaN;
@@ -68,6 +77,26 @@ TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsThatSeeIt) {
           EXPECT_EQ(RowHasNaN(out.o, 0, h, i), i >= bad)
               << (in_value ? "V" : "K") << " NaN, row " << i;
         }
+      }
+    }
+  }
+}
+
+// An infinite value on the causal diagonal: rows before it stay finite (the diagonal's P V
+// runs its blocks over all of their keys only when the tile of V is finite, zero weights
+// then giving exact zeros), rows from it on are not.
+TEST(NonFinite, InfiniteValueOnTheDiagonalReachesOnlyRowsThatSeeIt) {
+  for (const std::string& target : SupportedTargets()) {
+    SCOPED_TRACE(target);
+    ScopedTarget pin(target);
+    PoisonWorkspaces();
+    AttentionCase c = CausalCase();
+    const int64_t bad = 99;  // the second row of the query tile [96, 150)'s diagonal
+    c.v.at(0, 0, bad, 5) = std::numeric_limits<float>::infinity();
+    const KernelOutputs out = c.Run(false);
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t i = 0; i < 150; ++i) {
+        EXPECT_EQ(RowIsFinite(out.o, 0, h, i), i < bad) << "row " << i;
       }
     }
   }
@@ -83,9 +112,7 @@ TEST(NonFinite, NaNInKeyOrValueReachesOnlyRowsWhoseWindowHasIt) {
     SCOPED_TRACE(target);
     ScopedTarget pin(target);
     for (bool in_value : {false, true}) {
-      AttentionCase poison({1, 2, 1, 300, 300, 16}, false, SinkMode::kNone, Layout::kBHTD);
-      for (int64_t i = 0; i < 300; ++i) poison.q.at(0, 0, i, 0) = kNaN;
-      poison.Run(false);
+      PoisonWorkspaces();
       AttentionCase c({1, 2, 1, 300, 300, 16}, true, SinkMode::kNone, Layout::kBHTD);
       const int64_t window = 40, bad = 130;
       c.options.window = window;
