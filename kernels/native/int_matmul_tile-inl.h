@@ -325,7 +325,10 @@ HWY_INLINE void StoreFourQuadScores(V s0, V s1, V s2, V s3, int32_t key_sum, flo
   const hn::ScalableTag<float> df;
   const hn::CappedTag<int32_t, 4> di4;
   const hn::CappedTag<float, 4> d4;
-  for (size_t i = 0; i < columns; i += hn::Lanes(df)) hn::StoreU(hn::Zero(df), df, row + i);
+  hn::StoreU(hn::Zero(df), df, row);  // one vector, then the rest (a loop from 0 was a memset call)
+  for (size_t i = hn::Lanes(df); i < columns; i += hn::Lanes(df)) {
+    hn::StoreU(hn::Zero(df), df, row + i);
+  }
   const auto sums = hn::ConvertTo(d4, hn::Sub(SumsOfFour(d32, s0, s1, s2, s3),
                                               hn::Set(di4, 128 * key_sum)));
   const auto scales = hn::Mul(hn::Set(d4, key_scale), hn::LoadU(d4, col_scale));

@@ -18,6 +18,22 @@ namespace lpattn {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+#if !HWY_HAVE_SCALABLE
+// The 128-bit blocks of v added into one, by halves (a 512-bit vector's four blocks in two
+// extracts and two adds; SumsOfFour stored them and loaded them back one by one before, a
+// tenth of an int8 decode step's score loop).
+template <class D, typename T = hn::TFromD<D>>
+HWY_INLINE hn::Vec<hn::CappedTag<T, 4>> SumOfBlocks(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(D()) * sizeof(T) <= 16) {
+    (void)d;
+    return v;
+  } else {
+    const hn::Half<D> dh;
+    return SumOfBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+#endif
+
 // The sums of a, b, c, e's lanes (float or int32), in that order, as 4 lanes: pairs
 // interleaved and added within each 128-bit block, then the blocks added.
 template <class D, typename T = hn::TFromD<D>>
@@ -28,12 +44,16 @@ HWY_INLINE hn::Vec<hn::CappedTag<T, 4>> SumsOfFour(D d, hn::Vec<D> a, hn::Vec<D>
   const auto ce = hn::BitCast(d64, hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e)));
   const auto blocks = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab, ce)),
                               hn::BitCast(d, hn::InterleaveUpper(d64, ab, ce)));
+#if !HWY_HAVE_SCALABLE
+  return SumOfBlocks(d, blocks);
+#else
   HWY_ALIGN T lanes[hn::MaxLanes(d)];
   hn::Store(blocks, d, lanes);
   const hn::CappedTag<T, 4> d4;
   auto sums = hn::Load(d4, lanes);
   for (size_t i = 4; i < hn::Lanes(d); i += 4) sums = hn::Add(sums, hn::Load(d4, lanes + i));
   return sums;
+#endif
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
