@@ -81,6 +81,35 @@ TEST(Decode, MatchesTheReferenceInEveryCacheFormat) {
   }
 }
 
+// Tiles of at most 4 rows take softmax's four-row weighting (N / 4 keys a vector: 4 on AVX3,
+// 2 on AVX2, the full-width loop on 4-lane targets), masked where the causal mask cuts the
+// last key tile: against the reference on every target.
+TEST(Decode, FourRowTilesMatchTheReferenceOnEveryTarget) {
+  const DecodeCase kFourRows[] = {
+      {{1, 2, 1, 2, 150, 64}, true, SinkMode::kLearned, Layout::kBHTD},
+      {{1, 2, 2, 4, 101, 32}, true, SinkMode::kNone, Layout::kBHTD},
+      {{1, 4, 1, 1, 1601, 64}, true, SinkMode::kOffByOne, Layout::kBHTD},
+  };
+  const std::pair<const char*, double> kFormats[] = {
+      {"", 1e-6}, {"qk=int8,pv=int8,p=int8,gran=token,vgran=channel", 6e-3}};
+  for (const std::string& target : SupportedTargets()) {
+    const ScopedTarget pin(target);
+    ASSERT_TRUE(pin.ok);
+    for (const auto& [precision, tolerance] : kFormats) {
+      for (const DecodeCase& k : kFourRows) {
+        AttentionCase c(k.shape, k.causal, k.sink, k.layout, 5);
+        c.options.precision = ParsePrecision(precision);
+        const KernelOutputs out = c.Run(false);
+        const ReferenceForwardResult ref = c.ReferenceForward();
+        EXPECT_LE(ScaledMaxError(out.o.Dense(), ref.o), tolerance)
+            << target << " " << Describe(k, precision);
+        EXPECT_LE(ScaledMaxError(ToDouble(out.lse), ref.lse), 1e-5)
+            << target << " " << Describe(k, precision);
+      }
+    }
+  }
+}
+
 // The blocks and their merge order depend on the shape only: the same bits from 1, 2 or 3
 // threads and from the caller's arena.
 TEST(Decode, SplitKeysGiveTheSameBitsOnAnyThreadCount) {

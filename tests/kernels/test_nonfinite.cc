@@ -91,7 +91,7 @@ TEST(NonFinite, InfiniteValueOnTheDiagonalReachesOnlyRowsThatSeeIt) {
     ScopedTarget pin(target);
     PoisonWorkspaces();
     AttentionCase c = CausalCase();
-    const int64_t bad = 99;  // the second row of the query tile [96, 150)'s diagonal
+    const int64_t bad = 99;  // a row of the first 6-row block of the query tile [96, 150)
     c.v.at(0, 0, bad, 5) = std::numeric_limits<float>::infinity();
     const KernelOutputs out = c.Run(false);
     for (int64_t h = 0; h < 2; ++h) {
