@@ -205,7 +205,8 @@ HWY_INLINE void FewQueryByteValues(const AttentionProblem& p, size_t slice, size
   const hn::ScalableTag<float> df;
   const size_t N = hn::Lanes(d32);
   const size_t quads = (nk + 3) / 4;
-  PackWeightCodes<4>(weights, nk, quads, columns, p.p_scale, ws.weight_pairs);
+  PackWeightCodes<4>(weights, nk, quads, columns, p.p_scale, ws.weight_pairs, kTileQ,
+                        kFewQueries);
   const IntPv& v = p.int_pv;
   const int8_t* tile = v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4;
   const auto p_scale = hn::Set(df, p.p_scale);
@@ -265,7 +266,8 @@ HWY_INLINE void FewQueryIntValues(const AttentionProblem& p, size_t b, size_t kv
     return FewQueryByteValues(p, slice, j0, nk, columns, weights, out, padded_dim, ws);
   }
 #endif
-  PackWeightCodes<2>(weights, nk, 2 * quads, columns, p.p_scale, ws.weight_pairs);
+  PackWeightCodes<2>(weights, nk, 2 * quads, columns, p.p_scale, ws.weight_pairs, kTileQ,
+                        kFewQueries);
   // Row i's codes of quad g's 4 keys, as one word to repeat along a vector.
   HWY_ALIGN uint64_t codes[kTileK / 4 * kFewQueries];
   for (size_t g = 0; g < quads; ++g) {

@@ -25,6 +25,8 @@
 #include "kernels/native/bf16_pair_products.h"
 #include "kernels/native/int_matmul_tile-inl.h"
 #include "kernels/skeleton/attention_problem.h"
+#include "kernels/skeleton/four_rows-inl.h"
+#include "kernels/skeleton/lane_sums-inl.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "kernels/skeleton/vector_slots-inl.h"
@@ -488,15 +490,65 @@ HWY_INLINE void RoundBackwardBlock(const BackwardRounding& r, float* tile, size_
   if (scale != 0.0f) RoundTile(tile, rows, stride, cols, r.format, scale);
 }
 
+#if !HWY_HAVE_SCALABLE
+// PackWeightCodes for a tile whose rows past the first 4 are never read (a decode tile) on a
+// target whose vector holds a whole group of such rows (AVX-512's quads, AVX2's pairs): the
+// group's kGroup keys x 4 rows gathered into one vector (four_rows-inl.h), one division and
+// rounding for them, each key's codes shifted to its bits and the 128-bit blocks added (the
+// bit fields are disjoint: the sum is the or). The row-major loop spent kGroup divisions and
+// roundings on vectors with 4 live lanes (a tenth of an int8 decode step). The same codes;
+// only words' lanes 0-3 are written. False where the vector does not hold one group.
+template <size_t kGroup>
+HWY_INLINE bool PackFourRowCodes(const float* weights, size_t nk, size_t groups, float p_scale,
+                                 int32_t* HWY_RESTRICT words, size_t stride) {
+  namespace qn = quant::HWY_NAMESPACE;
+  const hn::ScalableTag<float> df;
+  if constexpr (hn::MaxLanes(decltype(df)()) != kFewQueries * kGroup) {
+    return false;
+  } else {
+    const hn::RebindToSigned<decltype(df)> di;
+    const hn::CappedTag<int32_t, kFewQueries> d4;
+    constexpr int kBits = 32 / kGroup;
+    const auto scale = hn::Set(df, p_scale);
+    const auto mask = hn::Set(di, (1 << kBits) - 1);
+    // Lane l holds key l / 4 of its group, whose code takes bits [kBits (l / 4), + kBits).
+    const auto shift = hn::Mul(hn::ShiftRight<2>(hn::Iota(di, 0)), hn::Set(di, kBits));
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t j = g * kGroup;
+      hn::Vec<decltype(df)> x;
+      if (j + kGroup <= nk) {
+        x = Gather4(df, weights + j * stride, stride);
+      } else {  // zero past nk
+        HWY_ALIGN float rows[kFewQueries * kGroup] = {};
+        for (size_t r = 0; j + r < nk && r < kGroup; ++r) {
+          std::copy_n(weights + (j + r) * stride, kFewQueries, rows + r * kFewQueries);
+        }
+        x = hn::Load(df, rows);
+      }
+      const auto code = qn::EncodeInt8Lanes(df, hn::Div(x, scale));
+      hn::StoreU(SumOfBlocks(di, hn::Shl(hn::And(code, mask), shift)), d4, words + g * stride);
+    }
+    return true;
+  }
+}
+#endif
+
 // A tile's rows (key-major weights, `stride` floats a row) as int8 codes through p_scale,
 // exactly as RoundWeights would round them, grouped by `group` rows (2: int16 pairs, 4: byte
 // quads) into words[g * stride + i] for groups g < groups, zero past nk rows. (A NaN weight
-// has no int8 code: it adds 0.)
+// has no int8 code: it adds 0.) Columns from live_columns on may be left unwritten: their
+// lanes are never read.
 template <size_t kGroup>
 HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, size_t columns,
                                 float p_scale, int32_t* HWY_RESTRICT words,
-                                size_t stride = kTileQ) {
+                                size_t stride = kTileQ, size_t live_columns = kTileQ) {
   namespace qn = quant::HWY_NAMESPACE;
+#if !HWY_HAVE_SCALABLE
+  if (live_columns <= kFewQueries &&
+      PackFourRowCodes<kGroup>(weights, nk, groups, p_scale, words, stride)) {
+    return;
+  }
+#endif
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
   const size_t N = hn::Lanes(df);
@@ -626,7 +678,7 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
 #if LPATTN_X86_VNNI_TARGET
   if (v.v_quads != nullptr && native::NativePathEnabled(kQuadPath)) {
     const size_t quads = (nk + 3) / 4;
-    PackWeightCodes<4>(weights, nk, quads, columns, p.p_scale, ws.weight_pairs);
+    PackWeightCodes<4>(weights, nk, quads, columns, p.p_scale, ws.weight_pairs, kTileQ, nq);
     QuadMatMul<true, true>(
         {reinterpret_cast<const int8_t*>(ws.weight_pairs), 1, kTileQ, nullptr, ws.weight_scale},
         {v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4, v.width, ws.value_scale},
@@ -634,7 +686,7 @@ HWY_INLINE void IntWeightsTimesValues(const AttentionProblem& p, size_t b, size_
     return;
   }
 #endif
-  PackWeightCodes<2>(weights, nk, pairs, columns, p.p_scale, ws.weight_pairs);
+  PackWeightCodes<2>(weights, nk, pairs, columns, p.p_scale, ws.weight_pairs, kTileQ, nq);
   int32_t* pair_words = reinterpret_cast<int32_t*>(ws.key_rows.get());  // [pairs][width]
   if (v.v_quads != nullptr) {
     QuadsToPairs(v.v_quads + (slice * v.key_quads + j0 / 4) * v.width * 4, v.width, nk, pair_words);

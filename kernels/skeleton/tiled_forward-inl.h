@@ -82,7 +82,9 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
   PackQueries(p, q, b, h, i0, nq, q_panel, ws);
   if (two_views) PackTransposed(RowsOf(second.q, b, h), i0, nq, dim, p.scale, kTileQ,
                                 ws.panel_b.get(), p.unit_queries);
-  std::fill(out, out + kTileQ * padded_dim, 0.0f);
+  // The tile's rows only, and at least the 4 that a decode tile's few-query products write
+  // whatever nq is: a decode tile zeroed 96 rows of 4 live ones per key block.
+  std::fill(out, out + std::max(nq, kFewQueries) * padded_dim, 0.0f);
   const bool amx_pv = !Transform::kSparseWeights && AmxPvEnabled(p);
   const bool amx_pv8 = !Transform::kSparseWeights && AmxIntPvEnabled(p);
   // Whether P V reads v's rows, and not copies of its own (the integer or AMX products').

@@ -22,6 +22,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "kernels/skeleton/fast_exp-inl.h"
+#include "kernels/skeleton/four_rows-inl.h"
 #include "kernels/skeleton/tile_sizes.h"
 #include "kernels/skeleton/vector_slots-inl.h"
 
@@ -187,7 +188,7 @@ struct SoftmaxTransform {
     HWY_ALIGN float w[hn::MaxLanes(decltype(d)())];
     size_t j = 0;
     for (; j + kKeys <= keys; j += kKeys) {
-      auto p = ExpKeepNaN(d, hn::Sub(Gather4(d, st + j * kTileQ), m_wide));
+      auto p = ExpKeepNaN(d, hn::Sub(Gather4(d, st + j * kTileQ, kTileQ), m_wide));
       if (!all_visible) {
         p = hn::IfThenElseZero(hn::Lt(hn::Add(hn::Set(d, float(j)), key_offset), limit), p);
       }
@@ -215,28 +216,6 @@ struct SoftmaxTransform {
     hn::StoreU(rescale, d4, alpha);
   }
 
-  // The 4 lanes of v repeated into each 128-bit block of a vector of D.
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Broadcast4(D d, hn::Vec<hn::CappedTag<float, kFewQueries>> v) {
-    if constexpr (hn::MaxLanes(D()) <= kFewQueries) {
-      return v;
-    } else {
-      const hn::Half<D> dh;
-      const auto half = Broadcast4(dh, v);
-      return hn::Combine(d, half, half);
-    }
-  }
-  // The first 4 lanes of Lanes(d) / 4 consecutive key rows (kTileQ apart) in one vector.
-  template <class D>
-  static HWY_INLINE hn::Vec<D> Gather4(D d, const float* HWY_RESTRICT rows) {
-    if constexpr (hn::MaxLanes(D()) <= kFewQueries) {
-      return hn::LoadU(d, rows);
-    } else {
-      const hn::Half<D> dh;
-      const size_t half_keys = hn::MaxLanes(decltype(dh)()) / kFewQueries;
-      return hn::Combine(d, Gather4(dh, rows + half_keys * kTileQ), Gather4(dh, rows));
-    }
-  }
 #endif
 
   // §1 forward, end of the row: the output factor 1/Z (0 for a row with nothing, sink
