@@ -34,6 +34,7 @@
 #include "kernels/prepared_kv.h"
 #include "kernels/threshold.h"
 #include "kernels/value_gate.h"
+#include "quant/format.h"
 
 namespace lpattn::bench {
 namespace {
@@ -266,11 +267,12 @@ void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precisio
 // codes decoded per key tile, not the per-channel integer P V of exact_decode's int8).
 // exact_decode_paged: the cache paged in blocks of block_size tokens (layout:head, the
 // default, or layout:token, vLLM's flash layout), the sequence's blocks scattered over the
-// pool in reverse order.
+// pool in reverse order, or shuffled (order:random, a fixed seed) as an engine's free list
+// leaves them. kv_bytes counts the tokens' rows, scales and sums, not the pool's padding.
 // A cache of one slot in `format` (paged in blocks of block_size, its blocks in reverse order
 // over the pool, when block_size > 0) holding args' kv_len keys and values.
 KvCache FilledCache(const AttentionShape& shape, quant::Format format, int64_t block_size,
-                    PagedLayout layout, const ForwardArgs& args) {
+                    PagedLayout layout, bool random_order, const ForwardArgs& args) {
   KvCacheConfig config{1, shape.kv_heads, shape.head_dim, shape.kv_len, format, format};
   config.block_size = block_size;
   config.blocks = block_size > 0 ? (shape.kv_len + block_size - 1) / block_size : 0;
@@ -279,21 +281,33 @@ KvCache FilledCache(const AttentionShape& shape, quant::Format format, int64_t b
   if (block_size > 0) {
     std::vector<int32_t> table(size_t(config.blocks));
     for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(table.size() - 1 - i);
+    if (random_order) std::shuffle(table.begin(), table.end(), std::mt19937(1));
     cache.SetBlockTable(0, table.data(), config.blocks);
   }
   cache.Append(0, shape.kv_len, args.k, args.v);
   return cache;
 }
 
+// Bytes of kv_len tokens of K and V in a cache of `format`: codes, each 8-bit row's scale and
+// int8 K's code sum (what StorageBytes counts for a contiguous cache of kv_len tokens).
+double CacheTokenBytes(const AttentionShape& shape, quant::Format format) {
+  const double rows = double(shape.kv_len * shape.kv_heads);
+  const bool scaled = quant::FormatBytes(format) == 1;
+  const double k_row = double(shape.head_dim * quant::FormatBytes(format)) + (scaled ? 4 : 0) +
+                       (format == quant::Format::kInt8 ? 4 : 0);
+  const double v_row = double(shape.head_dim * quant::FormatBytes(format)) + (scaled ? 4 : 0);
+  return rows * (k_row + v_row);
+}
+
 void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
-                    int threads, int64_t block_size, PagedLayout layout) {
+                    int threads, int64_t block_size, PagedLayout layout, bool random_order) {
   AttentionOptions options = CausalOptions(threads);
   ForwardBuffers buffers(shape);
   const ForwardArgs args = buffers.Args();
-  const KvCache cache = FilledCache(shape, format, block_size, layout, args);
+  const KvCache cache = FilledCache(shape, format, block_size, layout, random_order, args);
   options.precision = CachePrecision(cache.config());
   for (auto _ : state) ExactForward(shape, options, args.q, cache, args.o, args.lse);
-  SetDecodeCounters(state, double(cache.StorageBytes()), threads);
+  SetDecodeCounters(state, CacheTokenBytes(shape, format), threads);
 }
 
 // exact_window_{fwd,bwd}: causal self-attention with a sliding window of W keys (docs/math.md
@@ -609,7 +623,7 @@ void BM_KIntervalDecodeCache(benchmark::State& state, AttentionShape shape, quan
   KIntervalBuffers buffers(shape);
   const KIntervalForwardArgs args = buffers.Args();
   const KvCache cache =
-      FilledCache(shape, format, 0, PagedLayout::kHeadMajor, buffers.forward.Args());
+      FilledCache(shape, format, 0, PagedLayout::kHeadMajor, false, buffers.forward.Args());
   const KIntervalOptions kint = ParseKInterval("K=4");
   for (auto _ : state) KIntervalForward(shape, options, kint, args.q, cache, args.o, args.saved);
   SetDecodeCounters(state, double(cache.StorageBytes()), threads);
@@ -619,7 +633,7 @@ void BM_ThresholdDecodeCache(benchmark::State& state, AttentionShape shape,
   AttentionOptions options = CausalOptions(threads);
   ThresholdBuffers buffers(shape, 1);
   const KvCache cache =
-      FilledCache(shape, format, 0, PagedLayout::kHeadMajor, buffers.forward.Args());
+      FilledCache(shape, format, 0, PagedLayout::kHeadMajor, false, buffers.forward.Args());
   ThresholdCachedArgs args;
   args.q[0] = buffers.Args().q[0];
   args.o = buffers.Args().o;
@@ -809,7 +823,7 @@ const bool kRegistered = [] {
                                  "/D:128/H:32/Hkv:8/kv:" + format + "/threads:" +
                                  std::to_string(threads);
         benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, threads, 0,
-                                     PagedLayout::kHeadMajor)
+                                     PagedLayout::kHeadMajor, false)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
@@ -826,20 +840,30 @@ const bool kRegistered = [] {
           ->Unit(benchmark::kMillisecond);
     }
   }
-  // Paged against contiguous: the target's shape (Tk 32768, 2 threads).
-  for (const auto& [layout_name, layout] :
-       {std::pair<const char*, PagedLayout>{"head", PagedLayout::kHeadMajor},
-        {"token", PagedLayout::kTokenMajor}}) {
+  // Paged against contiguous: the target's shape (Tk 32768, 2 threads), and Tk 4096 (inside
+  // the last-level cache: what paging costs apart from DRAM); head-major blocks also in a
+  // shuffled order.
+  struct PagedCase {
+    const char* layout_name;
+    PagedLayout layout;
+    bool random_order;
+  };
+  for (const PagedCase& c : {PagedCase{"head", PagedLayout::kHeadMajor, false},
+                             PagedCase{"head/order:random", PagedLayout::kHeadMajor, true},
+                             PagedCase{"token", PagedLayout::kTokenMajor, false}}) {
     for (const int64_t block_size : {16, 128}) {
       for (const auto& [format, storage] : kCacheStorage) {
-        const AttentionShape shape{1, 32, 8, 1, 32768, 128};
-        const std::string name = std::string("exact_decode_paged/Tk:32768/D:128/H:32/Hkv:8/kv:") +
-                                 format + "/block:" + std::to_string(block_size) + "/layout:" +
-                                 layout_name + "/threads:2";
-        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, 2, block_size,
-                                     layout)
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        for (const int64_t kv_len : {4096, 32768}) {
+          const AttentionShape shape{1, 32, 8, 1, kv_len, 128};
+          const std::string name = "exact_decode_paged/Tk:" + std::to_string(kv_len) +
+                                   "/D:128/H:32/Hkv:8/kv:" + format + "/block:" +
+                                   std::to_string(block_size) + "/layout:" + c.layout_name +
+                                   "/threads:2";
+          benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, 2,
+                                       block_size, c.layout, c.random_order)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond);
+        }
       }
     }
   }

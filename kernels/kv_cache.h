@@ -22,6 +22,7 @@ namespace lpattn {
 enum class PagedLayout {
   // [block][kv_head][block_size][head_dim]: a head's tokens of a block contiguous, as vLLM's
   // CPU backend and FlashInfer's HND hold them; the kernels read a block's rows as one run.
+  // (The pool's blocks lie a few rows of padding more than a block apart: docs/design.md §9.)
   kHeadMajor,
   // [block][block_size][kv_head][head_dim]: vLLM's flash-attention layout (NHD); a head's rows
   // are kv_heads x head_dim apart, a page's worth of them per 4 KiB page.

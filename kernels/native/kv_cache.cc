@@ -20,6 +20,19 @@ namespace {
 }
 
 // A side's storage for `elements` elements and `rows` token rows, zeroed.
+// docs/design.md §9: the rows of padding between a paged pool's blocks, so that a head's run
+// of rows in one block and in the next lie on different cache sets. A block of kv_heads x
+// block_size rows is a power of two times a row, so without it every block's run of a head
+// starts at the same offset modulo 4 KiB (the L1's set stride): at 2 KiB runs (int8, D 128,
+// blocks of 16) a decode tile's rows and the next tile's asked-for rows fit half the sets and
+// evict each other. About 512 bytes (of the narrower side's rows), at most 1/32 of a block.
+int64_t BlockPadRows(const KvCacheConfig& c) {
+  const int64_t element = std::min(quant::FormatBytes(c.k_format),
+                                   quant::FormatBytes(c.keys_only ? c.k_format : c.v_format));
+  const int64_t row_bytes = c.head_dim * element;
+  return std::min((512 + row_bytes - 1) / row_bytes, c.block_size * c.kv_heads / 32);
+}
+
 void Allocate(CacheSide& side, quant::Format format, size_t elements, size_t rows, bool key) {
   side.format = format;
   if (format == quant::Format::kFp32) {
@@ -162,17 +175,19 @@ KvCache::Impl::Impl(const KvCacheConfig& c) : config(c) {
       Fail("layout is not a PagedLayout");
     }
   }
-  // Token rows of one side: every slot's capacity, or the pool's.
-  int64_t slot_rows = 0, rows = 0, elements = 0;
-  if (__builtin_mul_overflow(paged ? c.blocks : c.sequences,
-                             paged ? c.block_size : c.capacity, &slot_rows) ||
-      __builtin_mul_overflow(slot_rows, c.kv_heads, &rows) ||
+  // Token rows of one side: every slot's capacity, or the pool's (its blocks' padding rows
+  // included).
+  const int64_t pad_rows = paged ? BlockPadRows(c) : 0;
+  int64_t block_rows = 0, rows = 0, elements = 0;
+  if (__builtin_mul_overflow(paged ? c.block_size : c.capacity, c.kv_heads, &block_rows) ||
+      __builtin_add_overflow(block_rows, pad_rows, &block_rows) ||
+      __builtin_mul_overflow(block_rows, paged ? c.blocks : c.sequences, &rows) ||
       __builtin_mul_overflow(rows, c.head_dim, &elements) ||
       elements > std::numeric_limits<int64_t>::max() / 8) {
     Fail("the storage size (tokens x kv_heads x head_dim) overflows");
   }
   if (paged) {
-    block_stride = c.block_size * c.kv_heads * c.head_dim;
+    block_stride = block_rows * c.head_dim;
     strides = c.layout == PagedLayout::kHeadMajor
                   ? Strides{0, c.block_size * c.head_dim, c.head_dim}
                   : Strides{0, c.head_dim, c.kv_heads * c.head_dim};

@@ -31,7 +31,8 @@ struct KvCache::Impl {
   explicit Impl(const KvCacheConfig& c);
   KvCacheConfig config;
   // Element strides of the storage: [slot, kv_head, capacity, head_dim] contiguous; paged
-  // {0, head, token} within a block, blocks block_stride apart (PagedLayout).
+  // {0, head, token} within a block, blocks block_stride apart (PagedLayout): a block's
+  // kv_heads x block_size rows and a few rows of padding (BlockPadRows, docs/design.md §9).
   Strides strides;
   int64_t block_stride = 0;
   std::vector<int64_t> lengths;

@@ -877,12 +877,13 @@ HWY_INLINE void AskRowsAhead(const RowsAhead& ahead, size_t j) {
   if (j >= ahead.n) return;
   if (ahead.keys != nullptr) PrefetchRowsOf(*ahead.keys, ahead.first + j, 1, ahead.dim);
   if (ahead.values != nullptr) PrefetchRowsOf(*ahead.values, ahead.first + j, 1, ahead.dim);
-  if (ahead.int_keys != nullptr) {  // a code row and its scale (a paged block's lie apart)
+  if (ahead.int_keys != nullptr) {  // a code row, its scale and sum (a paged block's lie apart)
     const AttentionProblem& p = *ahead.int_keys;
     const IntQk& k = p.int_qk;
     const size_t row = k.KeyRow(ahead.b, ahead.kv_head, p.kv_heads, p.kv_len, ahead.first + j);
     PrefetchRows(k.k_rows + row * ahead.dim, 0, 1, ahead.dim, 0);
     __builtin_prefetch(k.k_scale + row, 0, 2);
+    if (k.k_sums != nullptr) __builtin_prefetch(k.k_sums + row, 0, 2);
   }
 }
 

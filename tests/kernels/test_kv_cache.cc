@@ -222,6 +222,33 @@ TEST(KvCache, PagedForwardGivesTheContiguousBits) {
   }
 }
 
+// docs/design.md §9: a paged pool's blocks are padded apart by about 512 bytes of rows, never
+// more than 1/32 of a block, and not at all where a block holds fewer than 32 rows; the
+// padded pool holds what the unpadded one would (PagedForwardGivesTheContiguousBits).
+TEST(KvCache, PagedPoolPadsItsBlocksByAtMostAThirtySecond) {
+  for (const FormatPair& f : kFormats) {
+    for (const int64_t kv_heads : {1, 8}) {
+      for (const int64_t block_size : {16, 128}) {
+        const int64_t blocks = 6, dim = 128;
+        KvCacheConfig contiguous = Config(f, 1, kv_heads, dim, blocks * block_size);
+        KvCacheConfig paged = contiguous;
+        paged.block_size = block_size;
+        paged.blocks = blocks;
+        const size_t unpadded = KvCache(contiguous).StorageBytes();
+        const size_t bytes = KvCache(paged).StorageBytes();
+        const std::string what = Name(f) + " kv_heads " + std::to_string(kv_heads) +
+                                 " block " + std::to_string(block_size);
+        if (kv_heads * block_size < 32) {
+          EXPECT_EQ(bytes, unpadded) << what;
+        } else {
+          EXPECT_GT(bytes, unpadded) << what;
+          EXPECT_LE(bytes, unpadded + unpadded / 32) << what;
+        }
+      }
+    }
+  }
+}
+
 // An engine's loop: prefill, then one query per step against the cache as it grows; step t's
 // output is row t of the full causal forward over the whole sequence (same precision).
 TEST(KvCache, DecodeStepsMatchTheFullCausalForward) {
