@@ -34,7 +34,6 @@
 #include "kernels/prepared_kv.h"
 #include "kernels/threshold.h"
 #include "kernels/value_gate.h"
-#include "quant/format.h"
 
 namespace lpattn::bench {
 namespace {
@@ -269,8 +268,8 @@ void BM_Decode(benchmark::State& state, AttentionShape shape, Precision precisio
 // default, or layout:token, vLLM's flash layout), the sequence's blocks scattered over the
 // pool in reverse order, or shuffled (order:random, a fixed seed) as an engine's free list
 // leaves them. kv_bytes counts the tokens' rows, scales and sums, not the pool's padding.
-// A cache of one slot in `format` (paged in blocks of block_size, its blocks in reverse order
-// over the pool, when block_size > 0) holding args' kv_len keys and values.
+// A cache of one slot in `format` (paged in blocks of block_size, its blocks in reverse or
+// shuffled order over the pool, when block_size > 0) holding args' kv_len keys and values.
 KvCache FilledCache(const AttentionShape& shape, quant::Format format, int64_t block_size,
                     PagedLayout layout, bool random_order, const ForwardArgs& args) {
   KvCacheConfig config{1, shape.kv_heads, shape.head_dim, shape.kv_len, format, format};
@@ -288,17 +287,6 @@ KvCache FilledCache(const AttentionShape& shape, quant::Format format, int64_t b
   return cache;
 }
 
-// Bytes of kv_len tokens of K and V in a cache of `format`: codes, each 8-bit row's scale and
-// int8 K's code sum (what StorageBytes counts for a contiguous cache of kv_len tokens).
-double CacheTokenBytes(const AttentionShape& shape, quant::Format format) {
-  const double rows = double(shape.kv_len * shape.kv_heads);
-  const bool scaled = quant::FormatBytes(format) == 1;
-  const double k_row = double(shape.head_dim * quant::FormatBytes(format)) + (scaled ? 4 : 0) +
-                       (format == quant::Format::kInt8 ? 4 : 0);
-  const double v_row = double(shape.head_dim * quant::FormatBytes(format)) + (scaled ? 4 : 0);
-  return rows * (k_row + v_row);
-}
-
 void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
                     int threads, int64_t block_size, PagedLayout layout, bool random_order) {
   AttentionOptions options = CausalOptions(threads);
@@ -307,7 +295,10 @@ void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format
   const KvCache cache = FilledCache(shape, format, block_size, layout, random_order, args);
   options.precision = CachePrecision(cache.config());
   for (auto _ : state) ExactForward(shape, options, args.q, cache, args.o, args.lse);
-  SetDecodeCounters(state, CacheTokenBytes(shape, format), threads);
+  // The tokens' bytes: a contiguous cache's of the same length (a pool's padding is not read).
+  KvCacheConfig tokens = cache.config();
+  tokens.block_size = tokens.blocks = 0;
+  SetDecodeCounters(state, double(KvCache(tokens).StorageBytes()), threads);
 }
 
 // exact_window_{fwd,bwd}: causal self-attention with a sliding window of W keys (docs/math.md

@@ -19,7 +19,6 @@ namespace {
   throw std::invalid_argument("lpattn KvCache: " + message);
 }
 
-// A side's storage for `elements` elements and `rows` token rows, zeroed.
 // docs/design.md §9: the rows of padding between a paged pool's blocks, so that a head's run
 // of rows in one block and in the next lie on different cache sets. A block of kv_heads x
 // block_size rows is a power of two times a row, so without it every block's run of a head
@@ -33,6 +32,7 @@ int64_t BlockPadRows(const KvCacheConfig& c) {
   return std::min((512 + row_bytes - 1) / row_bytes, c.block_size * c.kv_heads / 32);
 }
 
+// A side's storage for `elements` elements and `rows` token rows, zeroed.
 void Allocate(CacheSide& side, quant::Format format, size_t elements, size_t rows, bool key) {
   side.format = format;
   if (format == quant::Format::kFp32) {
