@@ -265,12 +265,17 @@ HWY_INLINE const float* CastRow(const float* row, size_t dim, quant::Format form
 // vectors (row k's even and odd lanes after row k + 1's) leave vector c holding column c. The
 // scalar stores they replace (N a vector) were 3% of a causal forward's time at D 64
 // (docs/performance.md §4.14).
+// With a cast, each loaded vector is rounded to it first (bf16 and fp16 Q), as CastRow rounds.
 template <class D>
 HWY_INLINE void PackTransposedBlock(D d, const float* const* rows, const float* factors,
-                                    size_t c0, size_t width, float* HWY_RESTRICT out) {
+                                    size_t c0, size_t width, float* HWY_RESTRICT out,
+                                    quant::Format cast = quant::Format::kFp32) {
   constexpr size_t N = hn::MaxLanes(D());
   hn::Vec<D> v[N], next[N];
   for (size_t r = 0; r < N; ++r) v[r] = hn::LoadU(d, rows[r] + c0);
+  if (cast != quant::Format::kFp32) {
+    for (size_t r = 0; r < N; ++r) v[r] = quant::HWY_NAMESPACE::RoundLanesUnscaled(d, v[r], cast);
+  }
   for (size_t round = 1; round < N; round *= 2) {
     for (size_t k = 0; k < N / 2; ++k) {
       next[k] = hn::ConcatEven(d, v[2 * k + 1], v[2 * k]);
@@ -286,8 +291,9 @@ HWY_INLINE void PackTransposedBlock(D d, const float* const* rows, const float* 
 // panel[d][i] = factor * rows(first + i)[d] for i < n, zero for n <= i < width: the
 // transposed operand of a score product, packed once per task. With unit_rows each row is
 // also divided by max(||row||, 1e-12) (thresholded attention's L2-normalised queries); with a
-// cast, each value is rounded to it first (CastRow). Whole blocks of N fp32 rows and columns
-// are transposed in registers (PackTransposedBlock), the rest element by element.
+// cast, each value is rounded to it first (CastRow). Whole blocks of N rows and columns are
+// rounded and transposed in registers (PackTransposedBlock), the rest element by element; unit
+// rows with a cast take the element path (their norm is the rounded row's).
 HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size_t dim,
                                float factor, size_t width, float* HWY_RESTRICT panel,
                                bool unit_rows = false,
@@ -298,7 +304,7 @@ HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size
   const hn::ScalableTag<float> d;
   constexpr size_t N = hn::MaxLanes(decltype(d)());
   const size_t block_dim = dim / N * N;
-  if (cast == quant::Format::kFp32 && block_dim != 0) {
+  if ((cast == quant::Format::kFp32 || !unit_rows) && block_dim != 0) {
     for (; i0 + N <= n; i0 += N) {
       const float* rows[N];
       HWY_ALIGN float factors[N];
@@ -307,11 +313,12 @@ HWY_INLINE void PackTransposed(const HeadRows& src, size_t first, size_t n, size
         factors[r] = RowFactor(rows[r], dim, factor, unit_rows);
       }
       for (size_t c0 = 0; c0 < block_dim; c0 += N) {
-        PackTransposedBlock(d, rows, factors, c0, width, panel + i0);
+        PackTransposedBlock(d, rows, factors, c0, width, panel + i0, cast);
       }
       for (size_t r = 0; r < N; ++r) {
         for (size_t c = block_dim; c < dim; ++c) {
-          panel[c * width + i0 + r] = factors[r] * rows[r][c];
+          panel[c * width + i0 + r] =
+              factors[r] * quant::RoundToFormat(cast, rows[r][c], 1.0f);
         }
       }
     }

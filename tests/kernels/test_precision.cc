@@ -117,7 +117,8 @@ std::pair<KernelOutputs, KernelOutputs> SimulatedAndNative(AttentionCase& c,
 // token scales; int8 Q K^T, and int8 P V with p = int8 and V's scale per tensor or per channel,
 // as exact integer sums scaled once; bf16 products on AMX tiles where the CPU has them) and the
 // simulation path give the same numbers up to fp32 rounding.
-// Odd head dimensions exercise the decoder's tails and the int8 path's padded channel pair.
+// Odd head dimensions exercise the decoder's tails and the int8 path's padded channel pair;
+// D 40 a cast Q's rows packed in vector blocks and their tail columns (PackTransposed).
 TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
   for (const char* precision : {"qk=bf16,pv=bf16", "qk=fp16,pv=fp16", "qk=bf16,pv=int8",
                                 "qk=int8,pv=fp16", "qk=fp16,pv=bf16,gran=token",
@@ -129,7 +130,8 @@ TEST(PrecisionKernels, NativeAndSimulatedPathsAgree) {
                                 "qk=bf16,pv=fp8e5m2,gran=tensor", "qk=bf16,pv=bf16,p=bf16"}) {
     for (const AttentionShape shape : {AttentionShape{1, 2, 1, 65, 65, 64},
                                        AttentionShape{2, 4, 2, 70, 130, 3},
-                                       AttentionShape{1, 2, 2, 130, 40, 80}}) {
+                                       AttentionShape{1, 2, 2, 130, 40, 80},
+                                       AttentionShape{1, 1, 1, 20, 20, 40}}) {
       AttentionCase c(shape, true, SinkMode::kNone, Layout::kBTHD, 5);
       for (const std::string& target : SupportedTargets()) {
         SCOPED_TRACE(std::string(precision) + " on " + target + " D" +
