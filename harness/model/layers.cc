@@ -21,7 +21,7 @@
 namespace lpattn::harness {
 namespace {
 
-constexpr size_t kRowBlock = 64;           // rows of N per sgemm call (forward and dinp)
+constexpr size_t kRowBlock = 64;           // rows of N per task of the row-wise layers
 // Output channels per sgemm call (dweight and dbias): 64 gives the C x C and 4C -> C products
 // of the small preset two blocks, so both threads of a 2-core machine get one.
 constexpr size_t kChannelBlock = 64;
@@ -42,6 +42,13 @@ void ForBlocks(size_t n, size_t block, const Body& body) {
       },
       tbb::simple_partitioner());
 }
+
+// Rows of N per sgemm call (forward and dinp): an eighth of them rounded up to whole 64s, at most
+// 256. Each call packs its weight again, so taller calls cost less, and whole 64s suit oneDNN's
+// kernels (on Zen 5 the small preset's step took 0.96-0.98x the time at 128 rows than at 64, and
+// no gain at 96: docs/performance.md §4.16). N >= 512 gives 6 to 8 blocks, and the split
+// depends on N alone, never on the thread count.
+size_t ProductRowBlock(size_t n) { return std::clamp<size_t>((n / 8 + 63) / 64 * 64, 64, 256); }
 
 constexpr float kLayerNormEps = 1e-5f;
 
@@ -209,11 +216,11 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
   });
 }
 
-// out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of kRowBlock rows.
+// out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of ProductRowBlock(N) rows.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
                    size_t C, size_t OC, DenseFormat format) {
   const Operand a = Prepare(0, inp, N * C, format), w = Prepare(1, weight, OC * C, format);
-  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+  ForBlocks(N, ProductRowBlock(N), [&](size_t r0, size_t r1) {
     // The bias is written first and the product added to it (beta = 1): one pass over the
     // block's outputs instead of a zeroing pass and a bias pass.
     float beta = 0.0f;
@@ -234,7 +241,7 @@ void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout
   const Operand g = Prepare(0, dout, N * OC, format), x = Prepare(1, inp, N * C, format),
                 w = Prepare(2, weight, OC * C, format);
   const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
-  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+  ForBlocks(N, ProductRowBlock(N), [&](size_t r0, size_t r1) {
     Product(Trans::kNo, Trans::kNo, r1 - r0, C, OC, g.At(r0 * OC), OC, w, C, beta, dinp + r0 * C,
             C);
   });
