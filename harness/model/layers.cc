@@ -46,7 +46,7 @@ void ForBlocks(size_t n, size_t block, const Body& body) {
 // Rows of N per sgemm call (forward and dinp): an eighth of them rounded up to whole 64s, at most
 // 256. Each call packs its weight again, so taller calls cost less, and whole 64s suit oneDNN's
 // kernels (on Zen 5 the small preset's step took 0.96-0.98x the time at 128 rows than at 64, and
-// no gain at 96: docs/performance.md §4.16). N >= 512 gives 6 to 8 blocks, and the split
+// no gain at 96: docs/performance.md §4.16). N >= 512 gives at least 6 blocks, and the split
 // depends on N alone, never on the thread count.
 size_t ProductRowBlock(size_t n) { return std::clamp<size_t>((n / 8 + 63) / 64 * 64, 64, 256); }
 
