@@ -5,9 +5,11 @@ Usage: plot_run.py RUN_OR_SWEEP_DIR
 
 A run directory (it has metrics.csv): figures/loss.png, train and validation loss against step.
 A sweep directory (it has sweep.json): figures/loss_curves.png, validation loss against step, one
-colour per arm and one thin line per seed; and figures/gap.png, the mean gap to the reference arm
+colour per arm and one thin line per seed; figures/gap.png, the mean gap to the reference arm
 (bars, 95% paired t interval as error bars) with the per-seed gaps as points, from report.json (written by
-`lpattn sweep` / `lpattn report`). PNGs are written to a temporary name and renamed. Needs only
+`lpattn sweep` / `lpattn report`); and figures/gap_curves.png, each arm's validation loss minus the
+reference arm's at every evaluation against tokens seen, one thin line per seed and the mean over
+seeds (how a gap opens or closes over training, e.g. a loss that turns up late). PNGs are written to a temporary name and renamed. Needs only
 matplotlib (Debian's python3-matplotlib).
 """
 import csv
@@ -23,8 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
 
 
 def read_metrics(path):
-    """{"step": [...], "train_loss": [...], "val_loss": [...]} from a run's metrics.csv."""
-    columns = {"step": [], "train_loss": [], "val_loss": []}
+    """{"step": [...], "tokens": [...], "train_loss": [...], "val_loss": [...]} from a run's
+    metrics.csv."""
+    columns = {"step": [], "tokens": [], "train_loss": [], "val_loss": []}
     with open(path, encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f):
             try:
@@ -76,6 +79,74 @@ def plot_run(run_dir):
     save(fig, os.path.join(run_dir, "figures", "loss.png"))
 
 
+def val_loss_by_step(sweep_dir, run):
+    """{step: (tokens, val_loss)} of one run of a sweep, empty where it has no metrics yet."""
+    path = os.path.join(sweep_dir, run["dir"], "metrics.csv")
+    if not os.path.exists(path):
+        return {}
+    metrics = read_metrics(path)
+    return {int(step): (tokens, loss) for step, tokens, loss in
+            zip(metrics["step"], metrics["tokens"], metrics["val_loss"])}
+
+
+def gap_series(sweep_dir, report):
+    """Each non-reference arm's validation gap to the reference arm over training, paired by seed:
+    [(arm, {seed: (tokens, gaps)}, (tokens, mean gaps))], gaps at the evaluation steps both runs of
+    a seed reached, the mean at the steps every paired seed reached. [] without a reference."""
+    reference = report.get("reference")
+    by_arm = {a["arm"]: a for a in report["arms"]}
+    if reference not in by_arm:
+        return []
+    reference_runs = {run["seed"]: val_loss_by_step(sweep_dir, run)
+                      for run in by_arm[reference]["runs"]}
+    series = []
+    for arm in report["arms"]:
+        if arm["arm"] == reference:
+            continue
+        per_seed, tokens_at = {}, {}
+        for run in arm["runs"]:
+            ours, theirs = val_loss_by_step(sweep_dir, run), reference_runs.get(run["seed"], {})
+            steps = sorted(set(ours) & set(theirs))
+            if steps:
+                per_seed[run["seed"]] = {step: ours[step][1] - theirs[step][1] for step in steps}
+                tokens_at.update({step: ours[step][0] for step in steps})
+        if not per_seed:
+            continue
+        shared = sorted(set.intersection(*(set(gaps) for gaps in per_seed.values())))
+        mean = ([tokens_at[step] for step in shared],
+                [sum(gaps[step] for gaps in per_seed.values()) / len(per_seed) for step in shared])
+        series.append((arm["arm"],
+                       {seed: ([tokens_at[step] for step in sorted(gaps)],
+                               [gaps[step] for step in sorted(gaps)])
+                        for seed, gaps in per_seed.items()},
+                       mean))
+    return series
+
+
+def plot_gap_curves(sweep_dir, report, title):
+    """figures/gap_curves.png from gap_series: thin lines per seed, a thick line for their mean,
+    against tokens seen."""
+    series = gap_series(sweep_dir, report)
+    if not series:
+        print("plot_run: no arm has evaluations paired with a reference arm; gap_curves.png skipped")
+        return
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, (arm, per_seed, (tokens, mean)) in enumerate(series):
+        color = colors[index % len(colors)]
+        for seed_tokens, gaps in per_seed.values():
+            ax.plot([t / 1e6 for t in seed_tokens], gaps, color=color, linewidth=0.6, alpha=0.45)
+        ax.plot([t / 1e6 for t in tokens], mean, color=color, linewidth=1.8,
+                label=f"{arm} (mean of {len(per_seed)} seeds)")
+    reference = report["reference"]
+    ax.axhline(0.0, color="gray", linewidth=0.8)
+    ax.set_xlabel("tokens seen (millions)")
+    ax.set_ylabel(f"val loss - {reference} (nats, paired by seed)")
+    ax.set_title(f"gap to {reference} over training ({title})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    save(fig, os.path.join(sweep_dir, "figures", "gap_curves.png"))
+
 def plot_sweep(sweep_dir):
     with open(os.path.join(sweep_dir, "sweep.json"), encoding="utf-8") as f:
         sweep = json.load(f)
@@ -119,6 +190,8 @@ def plot_sweep(sweep_dir):
     else:
         plt.close(fig)
         print("plot_run: no run has metrics yet; loss_curves.png skipped")
+
+    plot_gap_curves(sweep_dir, report, title)
 
     reference = report.get("reference")
     if reference is None:
