@@ -6,11 +6,12 @@ Usage: plot_run.py RUN_OR_SWEEP_DIR
 A run directory (it has metrics.csv): figures/loss.png, train and validation loss against step.
 A sweep directory (it has sweep.json): figures/loss_curves.png, validation loss against step, one
 colour per arm and one thin line per seed; figures/gap.png, the mean gap to the reference arm
-(bars, 95% paired t interval as error bars) with the per-seed gaps as points, from report.json (written by
-`lpattn sweep` / `lpattn report`); and figures/gap_curves.png, each arm's validation loss minus the
-reference arm's at every evaluation against tokens seen, one thin line per seed and the mean over
-seeds (how a gap opens or closes over training, e.g. a loss that turns up late). PNGs are written to a temporary name and renamed. Needs only
-matplotlib (Debian's python3-matplotlib).
+(bars, 95% paired t interval as error bars) with the per-seed gaps as points, from report.json
+(written by `lpattn sweep` / `lpattn report`); and figures/gap_curves.png, each arm's validation
+loss minus the reference arm's at every evaluation against tokens seen, one thin line per seed and
+the mean over seeds (how a gap opens or closes over training, e.g. a loss that turns up late).
+PNGs are written to a temporary name and renamed. Needs only matplotlib (Debian's
+python3-matplotlib).
 """
 import csv
 import json
@@ -128,7 +129,8 @@ def plot_gap_curves(sweep_dir, report, title):
     against tokens seen."""
     series = gap_series(sweep_dir, report)
     if not series:
-        print("plot_run: no arm has evaluations paired with a reference arm; gap_curves.png skipped")
+        print("plot_run: no arm has evaluations paired with a reference arm; "
+              "gap_curves.png skipped")
         return
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     fig, ax = plt.subplots(figsize=(7, 4.5))
