@@ -643,10 +643,10 @@ HWY_INLINE void PrefetchPagedKeyCodes(const AttentionProblem& p, size_t b, size_
   if ((size_t(1) << k.block_shift) * p.dim > 4096) return;
   for (size_t j = first; j < first + n; ++j) {
     const size_t row = k.KeyRow(b, kv_head, p.kv_heads, p.kv_len, j);
-    for (size_t c = 0; c < p.dim; c += 64) __builtin_prefetch(k.k_rows + row * p.dim + c, 0, 2);
+    for (size_t c = 0; c < p.dim; c += 64) AskLine(k.k_rows + row * p.dim + c);
     if ((j & ((size_t(1) << k.block_shift) - 1)) == 0 || j == first) {  // a block's first row
-      __builtin_prefetch(k.k_sums + row, 0, 2);
-      __builtin_prefetch(k.k_scale + row, 0, 2);
+      AskLine(k.k_sums + row);
+      AskLine(k.k_scale + row);
     }
   }
 }

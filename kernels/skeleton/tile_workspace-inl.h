@@ -23,6 +23,7 @@
 #include "kernels/native/x86_targets.h"
 #include "kernels/native/amx_products.h"
 #include "kernels/native/bf16_pair_products.h"
+#include "kernels/native/cpu_features.h"
 #include "kernels/native/int_matmul_tile-inl.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/four_rows-inl.h"
@@ -854,13 +855,33 @@ HWY_INLINE void StoreRows(const float* HWY_RESTRICT acc, size_t n, size_t dim, s
   }
 }
 
+// Whether a line asked for ahead of its use goes into L1 (prefetcht0) rather than L2
+// (prefetcht1): on AMD CPUs under AVX-512 targets. On AMD Zen 5 the requests into L2 left a
+// decode step's asked-for rows slower to arrive than the same requests into L1 (three A/Bs of
+// one build, docs/performance.md §4.17: fp32 and bf16 cache steps 0.73-0.92x the time, paged
+// int8 0.60-0.89x); elsewhere (Intel, and AVX2's Zen 3) L2 is what was measured.
+HWY_INLINE bool AsksIntoL1() {
+  static const bool into_l1 =
+      hn::MaxLanes(hn::ScalableTag<float>()) >= 16 && native::DetectedCpuFeatures().amd;
+  return into_l1;
+}
+
+// One cache line asked for ahead of its use (AsksIntoL1 says into which level).
+HWY_INLINE void AskLine(const void* line) {
+  if (AsksIntoL1()) {
+    __builtin_prefetch(line, 0, 3);
+  } else {
+    __builtin_prefetch(line, 0, 2);
+  }
+}
+
 // The cache lines of rows [first, first + n) of `bytes` bytes each, `stride` bytes apart,
-// asked for (into L2) ahead of their use.
+// asked for ahead of their use (AskLine).
 HWY_INLINE void PrefetchRows(const void* base, size_t first, size_t n, size_t bytes,
                              size_t stride) {
   const char* rows = static_cast<const char*>(base) + first * stride;
   for (size_t r = 0; r < n; ++r) {
-    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(rows + r * stride + b, 0, 2);
+    for (size_t b = 0; b < bytes; b += 64) AskLine(rows + r * stride + b);
   }
 }
 
@@ -874,8 +895,8 @@ HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size
                                             : reinterpret_cast<const char*>(src.data);
   for (size_t t = first; t < first + n; ++t) {
     const char* row = base + src.RowOffset(t) * element;
-    for (size_t b = 0; b < dim * element; b += 64) __builtin_prefetch(row + b, 0, 2);
-    if (src.token_scales != nullptr) __builtin_prefetch(src.token_scales + src.ScaleOffset(t), 0, 2);
+    for (size_t b = 0; b < dim * element; b += 64) AskLine(row + b);
+    if (src.token_scales != nullptr) AskLine(src.token_scales + src.ScaleOffset(t));
   }
 }
 
@@ -889,8 +910,8 @@ HWY_INLINE void AskRowsAhead(const RowsAhead& ahead, size_t j) {
     const IntQk& k = p.int_qk;
     const size_t row = k.KeyRow(ahead.b, ahead.kv_head, p.kv_heads, p.kv_len, ahead.first + j);
     PrefetchRows(k.k_rows + row * ahead.dim, 0, 1, ahead.dim, 0);
-    __builtin_prefetch(k.k_scale + row, 0, 2);
-    if (k.k_sums != nullptr) __builtin_prefetch(k.k_sums + row, 0, 2);
+    AskLine(k.k_scale + row);
+    if (k.k_sums != nullptr) AskLine(k.k_sums + row);
   }
 }
 
