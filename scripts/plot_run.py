@@ -149,6 +149,7 @@ def plot_gap_curves(sweep_dir, report, title):
     ax.legend(fontsize=8)
     save(fig, os.path.join(sweep_dir, "figures", "gap_curves.png"))
 
+
 def plot_sweep(sweep_dir):
     with open(os.path.join(sweep_dir, "sweep.json"), encoding="utf-8") as f:
         sweep = json.load(f)
