@@ -35,6 +35,10 @@ namespace {
 namespace fs = std::filesystem;
 using harness::TrainConfig;
 
+// `lpattn train`'s status for a run that diverged (docs/harness.md §3.2): its files are written,
+// so not an error's 1.
+constexpr int kDivergedStatus = 3;
+
 // ---- progress --------------------------------------------------------------------------------
 
 // FormatProgress's line on stderr: on a terminal one line rewritten in place (carriage return)
@@ -260,6 +264,12 @@ int RunTrain(const TrainOptions& options) {
   std::printf("time            %s (%d steps)\n", harness::FormatDuration(summary.seconds).c_str(),
               summary.steps);
   harness::DrawFigures(options.out);
+  if (summary.diverged_at_step > 0) {  // a result, not an error: the run's files are written
+    std::printf("diverged        the loss or its gradient is not finite at step %lld; stopped "
+                "with the last finite weights (the final val loss is the last evaluation's)\n",
+                static_cast<long long>(summary.diverged_at_step));
+    return kDivergedStatus;
+  }
   return 0;
 }
 

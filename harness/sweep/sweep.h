@@ -112,6 +112,10 @@ struct SeedRun {
   // The lowest validation loss of metrics.csv (when done and the file has one): a final loss
   // above it means the loss turned up during the run.
   std::optional<double> best_val_loss;
+  // A run that diverged (done, its summary says so; docs/harness.md §3.2): the tokens it trained
+  // before the step whose loss or gradient was not finite. Such a run has no final loss: it is
+  // left out of the arm's means and gaps and listed apart.
+  std::optional<uint64_t> diverged_at_tokens;
 };
 
 struct SeedGap {
@@ -164,6 +168,7 @@ struct ArmReport {
   std::vector<ContextRow> contexts;
 
   int finished() const;
+  bool diverged() const;  // a run of the arm diverged
 };
 
 // One seed of an evaluation swap.

@@ -53,7 +53,8 @@ std::string JoinSeeds(const std::vector<uint64_t>& seeds) {
   return text;
 }
 
-json Optional(const std::optional<double>& value) {
+template <typename Value>
+json Optional(const std::optional<Value>& value) {
   return value ? json(*value) : json(nullptr);
 }
 
@@ -210,7 +211,8 @@ json ReportJson(const SweepReport& report, const json& sweep) {
                       {"final_val_loss", run.done ? json(run.final_val_loss) : json(nullptr)},
                       {"tokens_per_s", run.done ? json(run.tokens_per_s) : json(nullptr)},
                       {"tokens", run.done ? json(run.tokens) : json(nullptr)},
-                      {"best_val_loss", Optional(run.best_val_loss)}});
+                      {"best_val_loss", Optional(run.best_val_loss)},
+                      {"diverged_at_tokens", Optional(run.diverged_at_tokens)}});
     }
     json gap = nullptr;
     if (r.has_reference) {
@@ -334,6 +336,13 @@ int ArmReport::finished() const {
   return count;
 }
 
+bool ArmReport::diverged() const {
+  for (const SeedRun& run : runs) {
+    if (run.diverged_at_tokens) return true;
+  }
+  return false;
+}
+
 SweepReport ReportSweep(const std::string& out_dir, const std::string& reference_arm) {
   const fs::path dir(out_dir);
   if (!fs::exists(dir / "sweep.json")) {
@@ -383,10 +392,17 @@ SweepReport ReportSweep(const std::string& out_dir, const std::string& reference
           // Summaries written before "tokens" was recorded: the sweep's config says it.
           run.tokens = summary.contains("tokens") ? summary.at("tokens").get<uint64_t>()
                                                   : default_tokens;
+          if (summary.contains("diverged_at_step")) {
+            run.diverged_at_tokens = summary.at("diverged_at_tokens").get<uint64_t>();
+          }
         } catch (const json::exception& e) {
           throw std::runtime_error(summary_path.string() + " is malformed: " + e.what());
         }
         run.done = true;
+        if (run.diverged_at_tokens) {  // no final loss: listed apart (DivergedNote)
+          report.runs.push_back(run);
+          continue;
+        }
         run.best_val_loss = BestValLoss(dir / run.dir / "metrics.csv");
         losses.push_back(run.final_val_loss);
         rates.push_back(run.tokens_per_s);
@@ -424,8 +440,8 @@ SweepReport ReportSweep(const std::string& out_dir, const std::string& reference
       std::vector<double> gaps;
       for (size_t i = 0; i < report.runs.size(); ++i) {
         const SeedRun& run = report.runs[i];
-        if (!run.done) continue;
-        if (!exact_runs[i].done) {
+        if (!run.done || run.diverged_at_tokens) continue;
+        if (!exact_runs[i].done || exact_runs[i].diverged_at_tokens) {
           report.unpaired_seeds.push_back(run.seed);
           continue;
         }
@@ -433,7 +449,7 @@ SweepReport ReportSweep(const std::string& out_dir, const std::string& reference
         gaps.push_back(report.gaps.back().gap);
       }
       report.gap = SummarizePaired(gaps);
-      report.verdict = Verdict(report.gap);
+      report.verdict = gaps.empty() && report.diverged() ? "diverged" : Verdict(report.gap);
     }
   }
 
@@ -490,6 +506,21 @@ std::string FormatTokens(double tokens) {
     std::snprintf(buffer, sizeof(buffer), "%.0f", tokens);
   }
   return buffer;
+}
+
+// " (diverged: seed 1 at 4.6M tokens, seed 2 at 4.8M)" for an arm with diverged runs, else "".
+std::string DivergedNote(const ArmReport& r) {
+  std::string note;
+  for (const SeedRun& run : r.runs) {
+    if (!run.diverged_at_tokens) continue;
+    const std::string at = FormatTokens(double(*run.diverged_at_tokens));
+    if (note.empty()) {
+      note = " (diverged: seed " + std::to_string(run.seed) + " at " + at + " tokens";
+    } else {
+      note += ", seed " + std::to_string(run.seed) + " at " + at;
+    }
+  }
+  return note.empty() ? note : note + ")";
 }
 
 std::string TokensCell(const ArmReport& r) {
@@ -599,6 +630,7 @@ std::string FormatReportTable(const SweepReport& report) {
     has_reference = has_reference || r.has_reference;
     table << "| `" << r.arm << "` | " << r.finished() << '/' << r.runs.size();
     if (!r.missing_seeds.empty()) table << " (missing seed " << JoinSeeds(r.missing_seeds) << ')';
+    table << DivergedNote(r);
     table << " | " << (r.mean_val_loss ? Fixed(*r.mean_val_loss, 4) : "—") << " | ";
     std::string gaps = GapCells(r, reference);
     if (with_paper) {  // the paper's column goes right after our mean gap

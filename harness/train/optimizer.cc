@@ -94,6 +94,7 @@ double AdamWStep(const TrainConfig& c, int64_t step, const std::vector<ParamTens
   if (state.m.size() != params.size()) state.m.assign(params.size(), 0.0f);
   if (state.v.size() != params.size()) state.v.assign(params.size(), 0.0f);
   const double norm = GradientNorm(grads);
+  if (!std::isfinite(norm)) return norm;
   const float clip = norm > c.grad_clip ? float(c.grad_clip / norm) : 1.0f;
   const float lr = LearningRate(c, step);
   const float bias1 = 1.0f - std::pow(c.beta1, float(step + 1));

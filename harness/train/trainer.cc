@@ -285,7 +285,13 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
         SumOverRanks(ranks, double(share.count) / double(B), summed_grads, loss);
         grads = &summed_grads;
       }
-      AdamWStep(config, step, model.tensors(), *grads, model.params(), adam);
+      // Summed over the ranks, the loss and gradient are the same on every rank, so every rank
+      // stops at the same step. AdamWStep applies nothing for a non-finite gradient.
+      if (!std::isfinite(loss) ||
+          !std::isfinite(AdamWStep(config, step, model.tensors(), *grads, model.params(), adam))) {
+        summary.diverged_at_step = step + 1;
+        break;
+      }
       train_seconds += std::chrono::duration<double>(Clock::now() - step_start).count();
       train_sum += loss;
       ++train_count;
@@ -314,13 +320,16 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
       }
       summary.tokens_per_s = tokens_per_s;
     }
-    summary.steps = config.steps;
+    const bool diverged = summary.diverged_at_step > 0;
+    summary.steps = diverged ? int(summary.diverged_at_step - 1) : config.steps;
     summary.seconds = std::chrono::duration<double>(Clock::now() - run_start).count();
     if (!ranks.leader()) return summary;  // the leader's summary has the losses
-    WriteFileAtomically((dir / "attention.json").string(),
-                        clean([&] {
-                          return AttentionDiagnostics(model, config, corpus.validation);
-                        }).dump(2) + "\n");
+    if (!diverged) {  // a diverged model's attention is not a result
+      WriteFileAtomically((dir / "attention.json").string(),
+                          clean([&] {
+                            return AttentionDiagnostics(model, config, corpus.validation);
+                          }).dump(2) + "\n");
+    }
     summary.final_val_loss = rows.empty() ? 0.0 : rows.back().val_loss;
     if (!rows.empty()) summary.final_train_loss = rows.back().train_loss;
     nlohmann::json j = {{"final_val_loss", summary.final_val_loss},
@@ -337,6 +346,11 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
                                        uint64_t(config.model.context)},
                         {"threads", config.threads},
                         {"ranks", ranks.size()}};
+    if (diverged) {
+      j["steps"] = summary.steps;
+      j["diverged_at_step"] = summary.diverged_at_step;
+      j["diverged_at_tokens"] = j["tokens"] = uint64_t(summary.steps) * uint64_t(B * T);
+    }
     WriteFileAtomically((dir / "summary.json").string(), j.dump(2) + "\n");
     return summary;
   });

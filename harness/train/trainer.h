@@ -31,6 +31,9 @@ struct RunSummary {
   double tokens_per_s = 0.0;  // training tokens per second of training wall time
   int steps = 0;
   double seconds = 0.0;
+  // > 0: the run diverged, its loss or gradient not finite at this step (1-based; docs/harness.md
+  // §3.2), and stopped there with its last finite weights; steps is then the steps applied.
+  int64_t diverged_at_step = 0;
 };
 
 // Trains `config` into out_dir: config.json, metrics.csv (step, tokens, train_loss, val_loss,

@@ -242,6 +242,53 @@ TEST(SweepReport, MissingSeedsAreReportedNotDropped) {
   EXPECT_TRUE(saved["arms"][1]["runs"][1]["final_val_loss"].is_null());
 }
 
+// A diverged run (docs/harness.md §3.2) is finished but has no final loss: it is left out of the
+// arm's mean and gaps, listed in the runs column with the tokens it trained, and an arm whose
+// every run diverged has the verdict "diverged".
+TEST(SweepReport, DivergedRunsAreListedApartFromTheGaps) {
+  ScratchDir dir("sweep-diverged");
+  WriteSyntheticSweep(dir, {"exact", "kint:K=32", "sink"}, {1, 2},
+                      {{"exact", 1, 2.0}, {"exact", 2, 2.1}, {"kint:K=32", 1, 2.3},
+                       {"kint:K=32", 2, 2.35}, {"sink", 1, 2.2}, {"sink", 2, 2.4}});
+  auto diverge = [&](const std::string& arm, uint64_t seed, uint64_t tokens) {
+    const fs::path path = dir.path / RunDirName(arm, seed) / "summary.json";
+    json summary = ReadJsonFile(path.string());
+    summary["diverged_at_step"] = 7;
+    summary["diverged_at_tokens"] = tokens;
+    std::ofstream(path) << summary;
+  };
+  diverge("kint:K=32", 1, 4608000);
+  diverge("kint:K=32", 2, 4761600);
+  diverge("sink", 2, 1500);
+  const SweepReport report = ReportSweep(dir.path.string());
+  const ArmReport& kint = Find(report.arms, "kint:K=32");
+  const ArmReport& sink = Find(report.arms, "sink");
+  EXPECT_EQ(kint.finished(), 2);
+  EXPECT_TRUE(kint.diverged());
+  EXPECT_FALSE(kint.mean_val_loss.has_value());
+  EXPECT_TRUE(kint.gaps.empty());
+  EXPECT_EQ(kint.verdict, "diverged");
+  ASSERT_TRUE(kint.runs[1].diverged_at_tokens.has_value());
+  EXPECT_EQ(*kint.runs[1].diverged_at_tokens, 4761600u);
+  // sink's seed 1 finished: its gap alone, its mean its own loss.
+  ASSERT_EQ(sink.gaps.size(), 1u);
+  EXPECT_NEAR(sink.gaps[0].gap, 0.2, 1e-12);
+  EXPECT_NEAR(*sink.mean_val_loss, 2.2, 1e-12);
+  EXPECT_EQ(sink.verdict, "n=1: no interval");
+  EXPECT_FALSE(Find(report.arms, "exact").diverged());
+
+  const std::string table = FormatReportTable(report);
+  EXPECT_NE(table.find("| `kint:K=32` | 2/2 (diverged: seed 1 at 4.6M tokens, seed 2 at 4.8M) | "
+                       "— | no paired seeds | — | — | diverged |"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("| `sink` | 2/2 (diverged: seed 2 at 2k tokens) |"), std::string::npos)
+      << table;
+  const json saved = ReadJsonFile(dir / "report.json");
+  EXPECT_EQ(saved["arms"][1]["runs"][0]["diverged_at_tokens"], 4608000);
+  EXPECT_TRUE(saved["arms"][0]["runs"][0]["diverged_at_tokens"].is_null());
+}
+
 TEST(SweepReport, ArmWithoutRunsHasNoMeans) {
   ScratchDir dir("sweep-empty-arm");
   WriteSyntheticSweep(dir, {"exact", "outgate"}, {1}, {{"exact", 1, 2.0}});

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -16,6 +17,7 @@
 
 #include "harness/model/model.h"
 #include "harness/train/checkpoint.h"
+#include "harness/train/optimizer.h"
 #include "harness/train/trainer.h"
 #include "tests/harness/harness_fixture.h"
 
@@ -131,6 +133,58 @@ TEST(Trainer, ResumeEndsIdenticalToAnUninterruptedRun) {
   EXPECT_EQ(LossColumns(dir / "straight"), LossColumns(dir / "resumed"));
   EXPECT_EQ(ReadCheckpoint(dir / "straight/checkpoint.bin").params,
             ReadCheckpoint(dir / "resumed/checkpoint.bin").params);
+}
+
+// AdamWStep with a gradient whose norm is not finite applies nothing and says so; a finite one
+// moves every parameter.
+TEST(Trainer, AdamWStepRefusesANonFiniteGradient) {
+  const TrainConfig c = PresetConfig("tiny");
+  const std::vector<ParamTensor> tensors = {{"w", 0, 6, true}, {"b", 6, 2, false}};
+  std::vector<float> params = {1, 2, 3, 4, 5, 6, 7, 8};
+  AdamState state;
+  std::vector<float> grads(8, 0.5f);
+  grads[3] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(std::isfinite(AdamWStep(c, 0, tensors, grads, params, state)));
+  EXPECT_EQ(params, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(state.m, std::vector<float>(8, 0.0f));
+  grads[3] = std::nanf("");
+  EXPECT_FALSE(std::isfinite(AdamWStep(c, 0, tensors, grads, params, state)));
+  EXPECT_EQ(params, (std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8}));
+  grads[3] = 0.5f;
+  EXPECT_NEAR(AdamWStep(c, 0, tensors, grads, params, state), std::sqrt(8 * 0.25), 1e-9);
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_LT(params[i], float(i + 1)) << i;
+}
+
+// A step whose loss is not finite ends the run (docs/harness.md §3.2): no update is applied,
+// the last checkpoint stays as it was, summary.json says where, no attention.json is written,
+// and TrainRun returns normally (a result, not an error). Forced by resuming from a
+// checkpoint whose weights are NaN.
+TEST(Trainer, ADivergedRunStopsWithItsLastWeights) {
+  ScratchDir dir("lpattn-diverge");
+  const TrainConfig c = TinyTestConfig(WriteGeneratedCorpus(dir));
+  auto stop = [](const Progress& p) {
+    if (p.step == 27) throw std::runtime_error("interrupted");
+  };
+  EXPECT_THROW(TrainRun(c, dir / "run", false, stop), std::runtime_error);
+  CheckpointState state = ReadCheckpoint(dir / "run/checkpoint.bin");
+  ASSERT_EQ(state.step, 20);
+  state.params.assign(state.params.size(), std::nanf(""));
+  WriteCheckpoint(dir / "run/checkpoint.bin", state);
+
+  const RunSummary s = TrainRun(c, dir / "run", true, nullptr);
+  EXPECT_EQ(s.diverged_at_step, 21);
+  EXPECT_EQ(s.steps, 20);
+  const nlohmann::json summary = nlohmann::json::parse(Slurp(dir / "run/summary.json"));
+  const uint64_t tokens = 20u * uint64_t(c.batch) * uint64_t(c.model.context);
+  EXPECT_EQ(summary.at("diverged_at_step"), 21);
+  EXPECT_EQ(summary.at("diverged_at_tokens"), tokens);
+  EXPECT_EQ(summary.at("tokens"), tokens);
+  EXPECT_EQ(summary.at("steps"), 20);
+  EXPECT_FALSE(std::filesystem::exists(dir / "run/attention.json"));
+  const CheckpointState after = ReadCheckpoint(dir / "run/checkpoint.bin");
+  EXPECT_EQ(after.step, 20);
+  EXPECT_EQ(after.adam_m, state.adam_m);  // no step applied
+  EXPECT_EQ(after.adam_v, state.adam_v);
 }
 
 // bf16 mixed precision (docs/harness.md §1.1): the run learns like fp32 (the same windows and
