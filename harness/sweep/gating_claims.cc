@@ -66,7 +66,8 @@ std::string AdditivityStatement(const SweepReport& report) {
     if (!both || !a || !b) continue;
     std::vector<double> interactions;
     for (size_t s = 0; s < exact->runs.size(); ++s) {
-      if (exact->runs[s].done && both->runs[s].done && a->runs[s].done && b->runs[s].done) {
+      if (exact->runs[s].has_final_loss() && both->runs[s].has_final_loss() &&
+          a->runs[s].has_final_loss() && b->runs[s].has_final_loss()) {
         interactions.push_back(both->runs[s].final_val_loss - a->runs[s].final_val_loss -
                                b->runs[s].final_val_loss + exact->runs[s].final_val_loss);
       }

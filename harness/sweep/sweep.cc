@@ -205,6 +205,13 @@ void CheckSwaps(const std::vector<EvalSwap>& swaps, const std::vector<std::strin
   }
 }
 
+// Whether a run finished with a loss to evaluate further: its summary.json exists and it did not
+// diverge (docs/harness.md §3.2; a diverged run's checkpoint is not a trained model's).
+bool FinishedWithALoss(const fs::path& run) {
+  const fs::path summary = run / "summary.json";
+  return fs::exists(summary) && !ReadJson(summary).contains("diverged_at_step");
+}
+
 // Evaluates each finished run of a swap's trained arm with the swap's other arm, once: the
 // result goes to SwapFileName(with) in the run directory, written atomically.
 void RunEvalSwaps(const fs::path& dir, const std::vector<EvalSwap>& swaps,
@@ -213,7 +220,7 @@ void RunEvalSwaps(const fs::path& dir, const std::vector<EvalSwap>& swaps,
   for (const EvalSwap& swap : swaps) {
     for (const uint64_t seed : seeds) {
       const fs::path run = dir / RunDirName(swap.trained, seed);
-      if (!fs::exists(run / "summary.json") || fs::exists(run / SwapFileName(swap.with))) continue;
+      if (!FinishedWithALoss(run) || fs::exists(run / SwapFileName(swap.with))) continue;
       pending.push_back({swap.trained, seed, run.string(), 0, 0,
                          SweepRunInfo::Action::kEvaluate, swap.with});
     }
@@ -245,7 +252,7 @@ void RunEvaluations(const fs::path& dir, const SweepExtras& extras,
   for (const std::string& arm : arms) {
     for (const uint64_t seed : seeds) {
       const fs::path run = dir / RunDirName(arm, seed);
-      if (!fs::exists(run / "summary.json")) continue;
+      if (!FinishedWithALoss(run)) continue;
       const auto add = [&](const std::string& what, const fs::path& file, auto evaluate) {
         if (fs::exists(file)) return;
         pending.push_back({{arm, seed, run.string(), 0, 0, SweepRunInfo::Action::kEvaluate, what},

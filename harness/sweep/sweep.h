@@ -116,6 +116,8 @@ struct SeedRun {
   // before the step whose loss or gradient was not finite. Such a run has no final loss: it is
   // left out of the arm's means and gaps and listed apart.
   std::optional<uint64_t> diverged_at_tokens;
+
+  bool has_final_loss() const { return done && !diverged_at_tokens; }
 };
 
 struct SeedGap {

@@ -208,7 +208,8 @@ json ReportJson(const SweepReport& report, const json& sweep) {
       runs.push_back({{"seed", run.seed},
                       {"dir", run.dir},
                       {"done", run.done},
-                      {"final_val_loss", run.done ? json(run.final_val_loss) : json(nullptr)},
+                      {"final_val_loss",
+                       run.has_final_loss() ? json(run.final_val_loss) : json(nullptr)},
                       {"tokens_per_s", run.done ? json(run.tokens_per_s) : json(nullptr)},
                       {"tokens", run.done ? json(run.tokens) : json(nullptr)},
                       {"best_val_loss", Optional(run.best_val_loss)},
@@ -304,7 +305,7 @@ SwapReport ReportSwap(const fs::path& dir, const EvalSwap& swap,
   for (size_t i = 0; trained && i < trained->runs.size(); ++i) {
     const SeedRun& run = trained->runs[i];
     const fs::path file = dir / run.dir / SwapFileName(swap.with);
-    if (!run.done || !fs::exists(file)) {
+    if (!run.has_final_loss() || !fs::exists(file)) {
       report.missing_seeds.push_back(run.seed);
       continue;
     }
@@ -318,7 +319,9 @@ SwapReport ReportSwap(const fs::path& dir, const EvalSwap& swap,
     report.runs.push_back({run.seed, run.final_val_loss, loss});
     swapped.push_back(loss);
     changes.push_back(loss - run.final_val_loss);
-    if (exact && exact->runs[i].done) gaps.push_back(loss - exact->runs[i].final_val_loss);
+    if (exact && exact->runs[i].has_final_loss()) {
+      gaps.push_back(loss - exact->runs[i].final_val_loss);
+    }
   }
   report.swapped_mean = Mean(swapped);
   report.change_mean = Mean(changes);
@@ -440,8 +443,8 @@ SweepReport ReportSweep(const std::string& out_dir, const std::string& reference
       std::vector<double> gaps;
       for (size_t i = 0; i < report.runs.size(); ++i) {
         const SeedRun& run = report.runs[i];
-        if (!run.done || run.diverged_at_tokens) continue;
-        if (!exact_runs[i].done || exact_runs[i].diverged_at_tokens) {
+        if (!run.has_final_loss()) continue;
+        if (!exact_runs[i].has_final_loss()) {
           report.unpaired_seeds.push_back(run.seed);
           continue;
         }

@@ -24,7 +24,7 @@ struct AdamState {
 // One AdamW step (the step-th, 0-based) over every tensor; the gradient is scaled so that its
 // global norm is at most config.grad_clip. Returns the pre-clipping gradient norm. A gradient
 // whose norm is not finite (a diverged step) changes nothing: params and state stay as they
-// were, so a run that stops there keeps its last finite weights (docs/harness.md §3.1).
+// were, so a run that stops there keeps its last finite weights (docs/harness.md §3.2).
 double AdamWStep(const TrainConfig& config, int64_t step, const std::vector<ParamTensor>& tensors,
                  const std::vector<float>& grads, std::vector<float>& params, AdamState& state);
 

@@ -286,7 +286,21 @@ TEST(SweepReport, DivergedRunsAreListedApartFromTheGaps) {
       << table;
   const json saved = ReadJsonFile(dir / "report.json");
   EXPECT_EQ(saved["arms"][1]["runs"][0]["diverged_at_tokens"], 4608000);
+  EXPECT_TRUE(saved["arms"][1]["runs"][0]["final_val_loss"].is_null());
   EXPECT_TRUE(saved["arms"][0]["runs"][0]["diverged_at_tokens"].is_null());
+
+  // A swap file beside a diverged run (written before it was known to diverge) is not a result.
+  json sweep = ReadJsonFile(dir / "sweep.json");
+  sweep["swaps"] = json::array({{{"trained", "sink"}, {"with", "exact"}}});
+  std::ofstream(dir / "sweep.json") << sweep;
+  for (const uint64_t seed : {1, 2}) {
+    std::ofstream(dir.path / RunDirName("sink", seed) / SwapFileName("exact"))
+        << json{{"arm", "exact"}, {"trained", "sink"}, {"val_loss", 3.0 + double(seed)}};
+  }
+  const SwapReport swap = ReportSweep(dir.path.string()).swaps.at(0);
+  ASSERT_EQ(swap.runs.size(), 1u);
+  EXPECT_EQ(swap.missing_seeds, (std::vector<uint64_t>{2}));
+  EXPECT_NEAR(*swap.swapped_mean, 4.0, 1e-12);
 }
 
 TEST(SweepReport, ArmWithoutRunsHasNoMeans) {
