@@ -5,6 +5,7 @@ reference arm, intervals) end to end on a tiny sweep. Run by ctest as
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -102,6 +103,45 @@ class TinySweep(unittest.TestCase):
                 sink = json.load(f)["arms"][1]["gap_to_reference"]
             self.assertAlmostEqual(sink["mean"], -exact["mean"], places=12)
             self.assertEqual(lpattn("report", out, "--reference", "tda").returncode, 1)
+
+
+def rewrite_checkpoint_with_nan_weights(path, step):
+    """The checkpoint at path (docs/harness.md §3.3) with its step set to `step` and every weight
+    NaN, its FNV-1a checksum recomputed."""
+    with open(path, "rb") as f:
+        body = bytearray(f.read()[:-8])
+    offset = 8 + 4  # magic, version
+    offset += 8 + struct.unpack_from("<Q", body, offset)[0]  # the config's JSON
+    struct.pack_into("<q", body, offset, step)
+    offset += 8
+    count = struct.unpack_from("<Q", body, offset)[0]
+    offset += 8
+    body[offset:offset + 4 * count] = struct.pack("<f", float("nan")) * count
+    checksum = 14695981039346656037
+    for byte in body:
+        checksum = ((checksum ^ byte) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    with open(path, "wb") as f:
+        f.write(bytes(body) + struct.pack("<Q", checksum))
+
+
+class Divergence(unittest.TestCase):
+    """A run whose loss is not finite stops there and says so (docs/harness.md §3.2)."""
+
+    def test_a_diverged_run_exits_with_status_3(self):
+        with tempfile.TemporaryDirectory(prefix="lpattn-cli-") as tmp:
+            corpus, run = os.path.join(tmp, "corpus.txt"), os.path.join(tmp, "run")
+            write_corpus(corpus)
+            result = lpattn("train", "--steps", "4", "--eval-every", "2", "--eval-windows", "4",
+                            "--threads", "1", "--data", corpus, "--out", run)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            # Back to step 2 with NaN weights: step 3's loss is not finite.
+            rewrite_checkpoint_with_nan_weights(os.path.join(run, "checkpoint.bin"), 2)
+            result = lpattn("train", "--resume", "--out", run)
+            self.assertEqual(result.returncode, 3, result.stdout + result.stderr)
+            self.assertIn("not finite at step 3", result.stdout)
+            with open(os.path.join(run, "summary.json")) as f:
+                summary = json.load(f)
+            self.assertEqual((summary["diverged_at_step"], summary["steps"]), (3, 2))
 
 
 class LongerContext(unittest.TestCase):
