@@ -342,14 +342,12 @@ RunSummary TrainRun(const TrainConfig& config, const std::string& out_dir, bool 
                         {"seed", config.seed},
                         {"init_seed", InitSeed(config)},
                         {"data_seed", DataSeed(config)},
-                        {"tokens", uint64_t(config.steps) * uint64_t(config.batch) *
-                                       uint64_t(config.model.context)},
+                        {"tokens", uint64_t(summary.steps) * uint64_t(B * T)},
                         {"threads", config.threads},
                         {"ranks", ranks.size()}};
-    if (diverged) {
-      j["steps"] = summary.steps;
+    if (diverged) {  // steps and tokens above count the steps applied
       j["diverged_at_step"] = summary.diverged_at_step;
-      j["diverged_at_tokens"] = j["tokens"] = uint64_t(summary.steps) * uint64_t(B * T);
+      j["diverged_at_tokens"] = j["tokens"];
     }
     WriteFileAtomically((dir / "summary.json").string(), j.dump(2) + "\n");
     return summary;
