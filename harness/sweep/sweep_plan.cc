@@ -92,7 +92,7 @@ SweepPlan LowPrecisionPlan() {
   return plan;
 }
 
-// The value-gating paper's three statements (docs/harness.md §4) at the context where sinks form:
+// The value-gating paper's three statements (docs/harness.md §4) at a 256-token context:
 // value-only gates keep the first-token sink and the query-controlled output gate removes it;
 // abstention (sinks) and filtering (gates) add up; and they resist interference in the value
 // reads in distinguishable ways. 3 seeds, medium (256 tokens); `--preset large` for 8 layers.
