@@ -4,9 +4,11 @@
 // token-major, the blocks in reverse order as exact_decode_paged scatters them), asking for
 // each row 64 rows ahead as the decode tiles do, and adds the bytes up: no attention arithmetic.
 // What a layout costs the memory system alone, so that exact_decode_paged's time can be read
-// against its own layout's ceiling and not only against the contiguous cache's.
+// against its own layout's ceiling and not only against the contiguous cache's. order:blocks
+// reads a paged pool block by block instead (all heads of a block, the blocks split over the
+// threads): the ceiling of a step whose tasks would cover every kv head of their blocks.
 //   kv_read/Tk:<T>/D:<D>/Hkv:<H>/bytes:<element bytes>/block:<0 = contiguous>/layout:<...>
-//   /threads:<n>
+//   [/order:blocks]/threads:<n>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -68,12 +70,49 @@ uint64_t ReadHeads(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_
   return sum;
 }
 
-void BM_KvRead(benchmark::State& state, KvPool pool, int threads) {
+// Pool blocks [first, last) of K and V read whole, in the pool's order: every head's rows of a
+// block before the next block's (a paged pool only), asking for the row 64 ahead in that order.
+// What a decode task would read if it covered all kv heads of its blocks instead of one head.
+uint64_t ReadBlocks(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
+                    size_t last) {
+  const size_t rows = (last - first) * pool.heads * pool.block;
+  const auto offset = [&](size_t i) {  // the i-th row of the pass
+    const size_t block = first + i / (pool.heads * pool.block);
+    const size_t head = i / pool.block % pool.heads;
+    return pool.RowOffset(head, block * pool.block + i % pool.block);
+  };
+  uint64_t sum = 0;
+  for (size_t i = 0; i < rows; ++i) {
+    if (i + kRowsAhead < rows) {
+      const size_t ahead = offset(i + kRowsAhead);
+      for (size_t b = 0; b < pool.row_bytes; b += 64) {
+        __builtin_prefetch(k + ahead + b, 0, 2);
+        __builtin_prefetch(v + ahead + b, 0, 2);
+      }
+    }
+    const size_t at = offset(i);
+    for (size_t b = 0; b < pool.row_bytes; b += 8) {
+      uint64_t x, y;
+      std::memcpy(&x, k + at + b, 8);
+      std::memcpy(&y, v + at + b, 8);
+      sum += x ^ y;
+    }
+  }
+  return sum;
+}
+
+void BM_KvRead(benchmark::State& state, KvPool pool, bool by_block, int threads) {
   const double peak = MeasuredPeakBandwidth(threads);
   const PoolBytes k(pool.bytes(), 1), v(pool.bytes(), 1);
   std::vector<uint64_t> sums(static_cast<size_t>(threads));
   for (auto _ : state) {
     RunConcurrently(threads, [&](int t) {
+      if (by_block) {  // the blocks split over the threads, as the heads are otherwise
+        const size_t blocks = pool.tokens / pool.block;
+        sums[size_t(t)] = ReadBlocks(pool, k.data(), v.data(), blocks * size_t(t) / size_t(threads),
+                                     blocks * size_t(t + 1) / size_t(threads));
+        return;
+      }
       const size_t first = pool.heads * size_t(t) / size_t(threads);
       const size_t last = pool.heads * size_t(t + 1) / size_t(threads);
       sums[size_t(t)] = ReadHeads(pool, k.data(), v.data(), first, last);
@@ -93,15 +132,18 @@ const bool kRegistered = [] {
     for (const auto& [block, token_major] : std::vector<std::pair<size_t, bool>>{
              {0, false}, {16, false}, {128, false}, {16, true}, {128, true}}) {
       const KvPool pool{kTokens, kHeads, kDim * element, block, token_major};
-      const std::string name = "kv_read/Tk:" + std::to_string(kTokens) + "/D:" +
-                               std::to_string(kDim) + "/Hkv:" + std::to_string(kHeads) +
-                               "/bytes:" + std::to_string(element) +
-                               "/block:" + std::to_string(block) + "/layout:" +
-                               (block == 0 ? "contiguous" : token_major ? "token" : "head") +
-                               "/threads:2";
-      benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool, 2)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
+      for (const bool by_block : {false, true}) {
+        if (by_block && block == 0) continue;
+        const std::string name = "kv_read/Tk:" + std::to_string(kTokens) + "/D:" +
+                                 std::to_string(kDim) + "/Hkv:" + std::to_string(kHeads) +
+                                 "/bytes:" + std::to_string(element) +
+                                 "/block:" + std::to_string(block) + "/layout:" +
+                                 (block == 0 ? "contiguous" : token_major ? "token" : "head") +
+                                 (by_block ? "/order:blocks" : "") + "/threads:2";
+        benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool, by_block, 2)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
   return true;
