@@ -45,42 +45,11 @@ struct KvPool {
 // A pool side in huge pages as a KvCache's rows are (its first write faults the pages in).
 using PoolBytes = std::vector<uint8_t, native::HugePageAllocator<uint8_t>>;
 
-// Heads [first, last) of K and V read row by row; returns a sum of their 8-byte words.
-uint64_t ReadHeads(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
-                   size_t last) {
-  uint64_t sum = 0;
-  for (size_t h = first; h < last; ++h) {
-    for (size_t t = 0; t < pool.tokens; ++t) {
-      if (t + kRowsAhead < pool.tokens) {
-        const size_t ahead = pool.RowOffset(h, t + kRowsAhead);
-        for (size_t b = 0; b < pool.row_bytes; b += 64) {
-          __builtin_prefetch(k + ahead + b, 0, 2);
-          __builtin_prefetch(v + ahead + b, 0, 2);
-        }
-      }
-      const size_t at = pool.RowOffset(h, t);
-      for (size_t b = 0; b < pool.row_bytes; b += 8) {
-        uint64_t x, y;
-        std::memcpy(&x, k + at + b, 8);
-        std::memcpy(&y, v + at + b, 8);
-        sum += x ^ y;
-      }
-    }
-  }
-  return sum;
-}
-
-// Pool blocks [first, last) of K and V read whole, in the pool's order: every head's rows of a
-// block before the next block's (a paged pool only), asking for the row 64 ahead in that order.
-// What a decode task would read if it covered all kv heads of its blocks instead of one head.
-uint64_t ReadBlocks(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
-                    size_t last) {
-  const size_t rows = (last - first) * pool.heads * pool.block;
-  const auto offset = [&](size_t i) {  // the i-th row of the pass
-    const size_t block = first + i / (pool.heads * pool.block);
-    const size_t head = i / pool.block % pool.heads;
-    return pool.RowOffset(head, block * pool.block + i % pool.block);
-  };
+// Rows 0 .. rows - 1 of a pass over K and V, row i at byte offset(i), read in order with
+// row i + 64 asked for as row i is read; returns a sum of their 8-byte words.
+template <class Offset>
+uint64_t ReadRows(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t rows,
+                  const Offset& offset) {
   uint64_t sum = 0;
   for (size_t i = 0; i < rows; ++i) {
     if (i + kRowsAhead < rows) {
@@ -99,6 +68,28 @@ uint64_t ReadBlocks(const KvPool& pool, const uint8_t* k, const uint8_t* v, size
     }
   }
   return sum;
+}
+
+// Heads [first, last) of K and V, each head's rows in token order.
+uint64_t ReadHeads(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
+                   size_t last) {
+  uint64_t sum = 0;
+  for (size_t h = first; h < last; ++h) {
+    sum += ReadRows(pool, k, v, pool.tokens, [&](size_t t) { return pool.RowOffset(h, t); });
+  }
+  return sum;
+}
+
+// Pool blocks [first, last) of K and V read whole, in the pool's order: every head's rows of a
+// block before the next block's (a paged pool only). What a decode task would read if it
+// covered all kv heads of its blocks instead of one head.
+uint64_t ReadBlocks(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
+                    size_t last) {
+  return ReadRows(pool, k, v, (last - first) * pool.heads * pool.block, [&](size_t i) {
+    const size_t block = first + i / (pool.heads * pool.block);
+    const size_t head = i / pool.block % pool.heads;
+    return pool.RowOffset(head, block * pool.block + i % pool.block);
+  });
 }
 
 void BM_KvRead(benchmark::State& state, KvPool pool, bool by_block, int threads) {
