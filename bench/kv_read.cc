@@ -98,15 +98,12 @@ void BM_KvRead(benchmark::State& state, KvPool pool, bool by_block, int threads)
   std::vector<uint64_t> sums(static_cast<size_t>(threads));
   for (auto _ : state) {
     RunConcurrently(threads, [&](int t) {
-      if (by_block) {  // the blocks split over the threads, as the heads are otherwise
-        const size_t blocks = pool.tokens / pool.block;
-        sums[size_t(t)] = ReadBlocks(pool, k.data(), v.data(), blocks * size_t(t) / size_t(threads),
-                                     blocks * size_t(t + 1) / size_t(threads));
-        return;
-      }
-      const size_t first = pool.heads * size_t(t) / size_t(threads);
-      const size_t last = pool.heads * size_t(t + 1) / size_t(threads);
-      sums[size_t(t)] = ReadHeads(pool, k.data(), v.data(), first, last);
+      // The heads, or the blocks, split over the threads.
+      const size_t units = by_block ? pool.tokens / pool.block : pool.heads;
+      const size_t first = units * size_t(t) / size_t(threads);
+      const size_t last = units * size_t(t + 1) / size_t(threads);
+      sums[size_t(t)] = by_block ? ReadBlocks(pool, k.data(), v.data(), first, last)
+                                 : ReadHeads(pool, k.data(), v.data(), first, last);
     });
     benchmark::DoNotOptimize(sums.data());
   }
