@@ -288,12 +288,13 @@ KvCache FilledCache(const AttentionShape& shape, quant::Format format, int64_t b
 }
 
 void BM_DecodeCache(benchmark::State& state, AttentionShape shape, quant::Format format,
-                    int threads, int64_t block_size, PagedLayout layout, bool random_order) {
+                    Precision base, int threads, int64_t block_size, PagedLayout layout,
+                    bool random_order) {
   AttentionOptions options = CausalOptions(threads);
   ForwardBuffers buffers(shape);
   const ForwardArgs args = buffers.Args();
   const KvCache cache = FilledCache(shape, format, block_size, layout, random_order, args);
-  options.precision = CachePrecision(cache.config());
+  options.precision = CachePrecision(cache.config(), base);
   for (auto _ : state) ExactForward(shape, options, args.q, cache, args.o, args.lse);
   // The tokens' bytes: a contiguous cache's of the same length (a pool's padding is not read).
   KvCacheConfig tokens = cache.config();
@@ -802,18 +803,30 @@ const bool kRegistered = [] {
       }
     }
   }
-  const std::pair<const char*, quant::Format> kCacheStorage[] = {
-      {"fp32", quant::Format::kFp32}, {"bf16", quant::Format::kBf16},
-      {"fp16", quant::Format::kFp16}, {"int8", quant::Format::kInt8},
-      {"fp8", quant::Format::kFp8E4M3}};
+  // Each cache format, as held; int8 also with P rounded to int8 (p=int8: V's token scales
+  // applied in fp32) and with those scales folded into P (pfold: P V on integer dot products,
+  // docs/math.md §4.3).
+  struct CacheStorage {
+    const char* name;
+    quant::Format format;
+    const char* base;
+  };
+  const CacheStorage kCacheStorage[] = {{"fp32", quant::Format::kFp32, ""},
+                                        {"bf16", quant::Format::kBf16, ""},
+                                        {"fp16", quant::Format::kFp16, ""},
+                                        {"int8", quant::Format::kInt8, ""},
+                                        {"int8+p=int8", quant::Format::kInt8, "p=int8"},
+                                        {"int8+p=int8+pfold=1", quant::Format::kInt8, "p=int8,pfold=1"},
+                                        {"fp8", quant::Format::kFp8E4M3, ""}};
   for (const int64_t kv_len : {4096, 32768}) {
-    for (const auto& [format, storage] : kCacheStorage) {
+    for (const CacheStorage& storage : kCacheStorage) {
       for (const int threads : {1, 2}) {
         const AttentionShape shape{1, 32, 8, 1, kv_len, 128};
         const std::string name = "exact_decode_cache/Tk:" + std::to_string(kv_len) +
-                                 "/D:128/H:32/Hkv:8/kv:" + format + "/threads:" +
+                                 "/D:128/H:32/Hkv:8/kv:" + storage.name + "/threads:" +
                                  std::to_string(threads);
-        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, threads, 0,
+        benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage.format,
+                                     ParsePrecision(storage.base), threads, 0,
                                      PagedLayout::kHeadMajor, false)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
@@ -843,15 +856,16 @@ const bool kRegistered = [] {
                              PagedCase{"head/order:random", PagedLayout::kHeadMajor, true},
                              PagedCase{"token", PagedLayout::kTokenMajor, false}}) {
     for (const int64_t block_size : {16, 128}) {
-      for (const auto& [format, storage] : kCacheStorage) {
+      for (const CacheStorage& storage : kCacheStorage) {
         for (const int64_t kv_len : {4096, 32768}) {
           const AttentionShape shape{1, 32, 8, 1, kv_len, 128};
           const std::string name = "exact_decode_paged/Tk:" + std::to_string(kv_len) +
-                                   "/D:128/H:32/Hkv:8/kv:" + format + "/block:" +
+                                   "/D:128/H:32/Hkv:8/kv:" + storage.name + "/block:" +
                                    std::to_string(block_size) + "/layout:" + c.layout_name +
                                    "/threads:2";
-          benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage, 2,
-                                       block_size, c.layout, c.random_order)
+          benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage.format,
+                                       ParsePrecision(storage.base), 2, block_size, c.layout,
+                                       c.random_order)
               ->UseRealTime()
               ->Unit(benchmark::kMillisecond);
         }
@@ -896,15 +910,16 @@ const bool kRegistered = [] {
                                  ParseThreshold("views=1"), 2)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
-    for (const auto& [format, storage] : kCacheStorage) {
-      const std::string cached = tail.substr(0, tail.find("/threads")) + "/kv:" + format +
+    for (const CacheStorage& storage : kCacheStorage) {
+      if (*storage.base != '\0') continue;  // the formats as held
+      const std::string cached = tail.substr(0, tail.find("/threads")) + "/kv:" + storage.name +
                                  "/threads:2";
       benchmark::RegisterBenchmark(("kint_decode_cache" + cached).c_str(),
-                                   BM_KIntervalDecodeCache, shape, storage, 2)
+                                   BM_KIntervalDecodeCache, shape, storage.format, 2)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark(("tda_decode_cache" + cached).c_str(),
-                                   BM_ThresholdDecodeCache, shape, storage, 2)
+                                   BM_ThresholdDecodeCache, shape, storage.format, 2)
           ->UseRealTime()
           ->Unit(benchmark::kMillisecond);
     }

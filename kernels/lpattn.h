@@ -84,7 +84,8 @@ typedef struct lpattn_options {
    * threads. */
   int threads;
   /* §4 low-precision operands as option text, e.g. "qk=int8,pv=bf16,gran=token" (keys qk, pv,
-   * p, gran, vgran, block, smooth_k, path, and the backward's bwd, bwd_dp of §4.2; see
+   * p, pfold (§4.3, cached forwards), gran, vgran, block, smooth_k, path, and the backward's
+   * bwd, bwd_dp of §4.2; see
    * kernels/precision.h). NULL or "" means fp32. */
   const char* precision;
   /* §1.3 logit softcap (exact attention): scores become c tanh(s / c); 0 is off. */

@@ -43,6 +43,11 @@ struct Precision {
   // weights unscaled. Z sums the unrounded weights. The backward uses P unrounded, with
   // Delta = dO . o of the forward's (rounded) o where a transform needs it.
   quant::Format p = quant::Format::kFp32;
+  // "pfold": with p = int8 over a KvCache's int8 V (scales per token), each weight is rounded
+  // with its token's V scale folded in, on a scale per row and key tile (w s_t over the row's
+  // largest such product in the tile), so that P V runs on integer dot products
+  // (docs/math.md §4.3). Only a cached forward of exact or K-interval attention takes it.
+  bool p_folds_v = false;
   // Scales of Q, K and V: per tensor, token, block of `block` tokens, or channel (K and V;
   // Q then takes per-token scales, since a per-channel Q scale cannot leave the dot product).
   quant::Granularity granularity = quant::Granularity::kBlock;

@@ -116,6 +116,12 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
       "fp8 V (scales per tensor, token or block) and a KvCache's int8 V (per token): " + highway +
           " (1-byte codes decoded to fp32" + decoded +
           ", fp8 through fp16 with F16C; in registers for decode tiles)",
+      "a KvCache's int8 V with p=int8,pfold=1: " +
+          tiles(avx512 && on(NativePath::kAvx512Vnni),
+                "avx512_vnni (vpdpbusd: P's folded codes on V's rows interleaved into key "
+                "quads in registers)",
+                "decode tiles and head_dim a multiple of 64") +
+          highway + " (the folded codes put back on each token's scale, V decoded as above)",
       "bf16 and fp16 Q on the fp32 score products: cast as each query tile is packed",
       "Q off the paths above, per-channel fp8 and int8 K, smoothed operands, thresholded "
       "attention's forward: simulated (fp32 copies of the quantized values)",

@@ -82,6 +82,7 @@ AttentionProblem MakeProblem(const AttentionShape& shape, const AttentionOptions
   p.sink_logits = options.sink == SinkMode::kLearned ? options.sink_logits : nullptr;
   p.p_format = options.precision.p;
   p.p_scale = options.precision.PScale();
+  p.p_folds_v = options.precision.p_folds_v;
   return p;
 }
 

@@ -50,6 +50,10 @@ quant::QuantSpec Precision::BackwardDpSpec() const {
 
 void ValidatePrecision(const Precision& p) {
   if (p.block < 1) Reject("block must be >= 1, got " + std::to_string(p.block));
+  if (p.p_folds_v && p.p != quant::Format::kInt8) {
+    Reject(std::string("pfold=1 folds V's token scales into an int8 P: it needs p=int8, got p=") +
+           quant::FormatName(p.p));
+  }
 }
 
 Precision ParsePrecision(const std::string& text) {
@@ -80,13 +84,16 @@ Precision ParsePrecision(const std::string& text) {
         Reject(key + " takes fp32, bf16, fp16 or int8, got '" + value + "'");
       }
       (key == "bwd" ? p.bwd : p.bwd_dp.emplace()) = f;
+    } else if (key == "pfold") {
+      if (value != "0" && value != "1") Reject("bad value '" + value + "' for pfold (0 or 1)");
+      p.p_folds_v = value == "1";
     } else if (key == "path") {
       if (value != "native" && value != "sim") {
         Reject("bad value '" + value + "' for path (native or sim)");
       }
       p.path = value == "sim" ? ComputePath::kSimulated : ComputePath::kNative;
     } else {
-      Reject("unknown option '" + key + "' (known: qk, pv, p, gran, vgran, block, smooth_k, path, bwd, bwd_dp)");
+      Reject("unknown option '" + key + "' (known: qk, pv, p, pfold, gran, vgran, block, smooth_k, path, bwd, bwd_dp)");
     }
   }, Reject);
   ValidatePrecision(p);
@@ -100,6 +107,7 @@ std::string FormatPrecision(const Precision& p) {
   if (p.qk != d.qk) add(std::string("qk=") + quant::FormatName(p.qk));
   if (p.pv != d.pv) add(std::string("pv=") + quant::FormatName(p.pv));
   if (p.p != d.p) add(std::string("p=") + quant::FormatName(p.p));
+  if (p.p_folds_v) add("pfold=1");
   if (p.granularity != d.granularity) {
     add(std::string("gran=") + quant::GranularityName(p.granularity));
   }

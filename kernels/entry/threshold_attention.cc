@@ -99,6 +99,9 @@ void CheckThresholdOptions(const AttentionOptions& options, const ThresholdOptio
                            int64_t heads, const float* lambda_param) {
   ValidateThreshold(threshold);
   if (options.sink != SinkMode::kNone) Fail("sinks are not defined for it (docs/math.md §3)");
+  if (options.precision.p_folds_v) {
+    Fail("pfold=1 rounds nonnegative weights to unsigned codes; its weights are signed (§3)");
+  }
   if (options.softcap != 0.0f || options.alibi_slopes != nullptr || options.window != 0) {
     Fail("softcap, ALiBi and windows are exact attention's (docs/math.md §1.3-§1.5)");
   }

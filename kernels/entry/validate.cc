@@ -39,7 +39,11 @@ void CheckShape(const AttentionShape& shape) {
   }
 }
 
-void CheckOptions(const AttentionOptions& options) {
+// cached: a forward over a KvCache, the only one that takes pfold (precision.h).
+void CheckOptions(const AttentionOptions& options, bool cached = false) {
+  if (options.precision.p_folds_v && !cached) {
+    Fail("pfold=1 applies to a forward over a KvCache's int8 V (kernels/kv_cache.h) only");
+  }
   if (options.scale.has_value() && (!std::isfinite(*options.scale) || *options.scale == 0.0f)) {
     std::ostringstream message;
     message << "options.scale must be finite and nonzero, got " << *options.scale;
@@ -225,11 +229,16 @@ std::vector<int64_t> ValidateCachedForward(const AttentionShape& shape,
          quant::FormatName(p.qk) + " and pv=" + quant::FormatName(p.pv) +
          " (fp32 and fp32 mean as held)");
   }
+  if (p.p_folds_v && (c.v_format != quant::Format::kInt8 || !reads_values)) {
+    Fail(std::string("pfold=1 folds the token scales of an int8 V into P; the cache holds V as ") +
+         (c.keys_only ? "nothing (keys only)" : quant::FormatName(c.v_format)) +
+         (reads_values ? "" : ", and this forward does not round P"));
+  }
   AttentionShape checked = shape;
   checked.kv_len = 1;  // each sequence's own, below
   if (q_offsets != nullptr) checked.q_len = 1;  // and each sequence's query count
   CheckShape(checked);
-  CheckOptions(options);
+  CheckOptions(options, true);
   CheckAlibiSlopes(checked, options);
   if (sequences == nullptr && shape.batch > c.sequences) {
     Fail("batch " + std::to_string(shape.batch) + " exceeds the cache's " +

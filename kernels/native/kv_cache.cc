@@ -76,6 +76,13 @@ EncodedTokens Encode(quant::Format format, ConstTensor t, int64_t heads, int64_t
     spec.granularity = quant::Granularity::kToken;
     const quant::TensorView view{t.data, 1, heads, tokens, dim, 0, t.strides.head, t.strides.token};
     quant::QuantizeToCodes(spec, view, e.codes8.data(), e.scales.data(), what);
+    // An all-zero row's codes are 0 whatever its scale; the quantizer gives it 1, the cache 0,
+    // the scale of what it holds: pfold (docs/math.md §4.3) takes a tile's largest token scale
+    // as the unit of its weights, which an arbitrary 1 would make 1 / 127 of a real row's.
+    for (size_t r = 0; r < rows; ++r) {
+      const uint8_t* codes = &e.codes8[r * d];
+      if (std::all_of(codes, codes + d, [](uint8_t c) { return c == 0; })) e.scales[r] = 0.0f;
+    }
   }
   return e;
 }

@@ -224,6 +224,8 @@ struct AttentionProblem {
   // before the P V product.
   quant::Format p_format = quant::Format::kFp32;
   float p_scale = 1.0f;
+  // docs/math.md §4.3: V's token scales folded into the int8 weights (a KvCache's int8 V).
+  bool p_folds_v = false;
   BackwardRounding bwd;  // the backward's (§4.2); all unset: the plain fp32 backward
 
   // The decode layout of the forward (docs/design.md §8), set by DecodePlan: `heads` are

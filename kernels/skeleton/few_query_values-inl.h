@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #include "hwy/highway.h"
 #include "kernels/native/cpu_features.h"
 #include "kernels/native/x86_targets.h"
@@ -170,6 +172,145 @@ HWY_INLINE void FewQueryValues(const HeadRows& v, size_t j0, size_t lo, size_t h
     case RowKind::kFloat: break;
   }
   FewQueryValuesOf<RowKind::kFloat>(v, j0, lo, hi, w, dim, out, out_stride);
+}
+
+// ---- a KvCache's int8 V under pfold: P V on u8 x s8 dot products ------------------------------
+// docs/math.md §4.3: with V's token scales folded into P's int8 codes (FoldTokenScales), row
+// i's P V is (S_i / 127) sum_j code_ij v_j's codes: exact int32 sums, 4 keys a vpdpbusd, where
+// FewQueryValues spends a convert and 4 FMAs per 16 channels a key. V's rows stay as the cache
+// holds them (one token's codes a row); each group of 4 rows is interleaved into key quads in
+// registers, 8 unpacks a 64-channel step.
+
+#if LPATTN_AVX512_TARGET
+#define LPATTN_TOKEN_QUAD_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+
+// Row i's 4 sum vectors over 64 channels, whose lane k of block L holds channel 16 L + 4 m + k
+// (the unpacks' order), put back in channel order and added to out as sum * unit.
+LPATTN_TOKEN_QUAD_ATTR HWY_INLINE void StoreQuadSums(const __m512i (&sums)[4], float unit,
+                                                   float* HWY_RESTRICT out) {
+  // Blocks (imm's 2-bit fields) of a and b; the masked form, as the unmasked one's undefined
+  // source trips GCC 12's -Wmaybe-uninitialized.
+  const auto blocks = [](__m512i a, __m512i b, auto imm) HWY_ATTR {
+    return _mm512_mask_shuffle_i32x4(a, __mmask16(0xFFFF), a, b, decltype(imm)::value);
+  };
+  using Low = std::integral_constant<int, 0x44>;   // blocks 0, 1 of a, then of b
+  using High = std::integral_constant<int, 0xEE>;  // blocks 2, 3 of a, then of b
+  using Even = std::integral_constant<int, 0x88>;  // blocks 0, 2 of a, then of b
+  using Odd = std::integral_constant<int, 0xDD>;   // blocks 1, 3 of a, then of b
+  const __m512i x0 = blocks(sums[0], sums[1], Low()), x1 = blocks(sums[0], sums[1], High());
+  const __m512i x2 = blocks(sums[2], sums[3], Low()), x3 = blocks(sums[2], sums[3], High());
+  const __m512i in_order[4] = {blocks(x0, x2, Even()), blocks(x0, x2, Odd()),
+                               blocks(x1, x3, Even()), blocks(x1, x3, Odd())};
+  const hn::ScalableTag<float> df;
+  const hn::RebindToSigned<decltype(df)> di;
+  const auto scale = hn::Set(df, unit);
+  for (size_t m = 0; m < 4; ++m) {
+    float* o = out + 16 * m;
+    const auto sum = hn::ConvertTo(df, hn::Vec<decltype(di)>{in_order[m]});
+    hn::StoreU(hn::MulAdd(sum, scale, hn::LoadU(df, o)), df, o);
+  }
+}
+
+// acc + the u8 x s8 quad sums of u8 and s8, in inline assembly: GCC 12 compiled
+// _mm512_dpbusd_epi32 on TokenQuadPass's accumulator array as a register copy and a vpdpbusd
+// into the copy, and spilled accumulators to the stack (docs/performance.md §4.20).
+LPATTN_TOKEN_QUAD_ATTR HWY_INLINE __m512i AccumulateQuads(__m512i acc, __m512i u8, __m512i s8) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+
+// Rows i0 and i0 + 1 of out over channels [c0, c0 + 64 kHalves) += (S_i p_scale) times the
+// exact sums of the tile's codes (4 g rows of V at rows[4 g .. 4 g + 3], P's quads of row i
+// at words[g kTileQ + i]). Each V row's lines are read together: a pass of 64 channels over
+// all 4 rows of P read every row's second line only after the tile's first ones, which the
+// hardware's streams did not ask for (1.1-1.3x the step's time at 32768 keys,
+// docs/performance.md §4.20).
+template <size_t kHalves>
+LPATTN_TOKEN_QUAD_ATTR HWY_INLINE void TokenQuadPass(const int8_t* const* rows, size_t groups,
+                                                     const int32_t* HWY_RESTRICT words,
+                                                     size_t i0, size_t c0,
+                                                     const float* HWY_RESTRICT units,
+                                                     float p_scale, float* HWY_RESTRICT out,
+                                                     size_t out_stride) {
+  __m512i acc[2][kHalves][4];  // [row][half][quads]
+  for (auto& row : acc) {
+    for (auto& half : row) {
+      for (__m512i& a : half) a = _mm512_setzero_si512();
+    }
+  }
+  for (size_t g = 0; g < groups; ++g) {
+    const int8_t* const* r = rows + 4 * g;
+    const __m512i codes0 = _mm512_set1_epi32(words[g * kTileQ + i0]);
+    const __m512i codes1 = _mm512_set1_epi32(words[g * kTileQ + i0 + 1]);
+    for (size_t h = 0; h < kHalves; ++h) {
+      const size_t c = c0 + 64 * h;
+      const __m512i r0 = _mm512_loadu_si512(r[0] + c), r1 = _mm512_loadu_si512(r[1] + c);
+      const __m512i r2 = _mm512_loadu_si512(r[2] + c), r3 = _mm512_loadu_si512(r[3] + c);
+      const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+      const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+      // Quads of the 4 keys: channel 16 L + 4 m + k at lane k of block L of quads[m].
+      const __m512i quads[4] = {_mm512_unpacklo_epi16(t0, t2), _mm512_unpackhi_epi16(t0, t2),
+                                _mm512_unpacklo_epi16(t1, t3), _mm512_unpackhi_epi16(t1, t3)};
+      for (size_t m = 0; m < 4; ++m) {
+        acc[0][h][m] = AccumulateQuads(acc[0][h][m], codes0, quads[m]);
+        acc[1][h][m] = AccumulateQuads(acc[1][h][m], codes1, quads[m]);
+      }
+    }
+  }
+  for (size_t i = 0; i < 2; ++i) {
+    for (size_t h = 0; h < kHalves; ++h) {
+      StoreQuadSums(acc[i][h], units[i0 + i] * p_scale,
+                    out + (i0 + i) * out_stride + c0 + 64 * h);
+    }
+  }
+}
+
+// out[i][c] += (S_i p_scale) sum_j code(w_ij) v_j[c] for the rows i < nq of a decode tile
+// (out_stride apart) and keys [j0 + lo, j0 + hi) of an int8 V, dim a multiple of 64; w the
+// folded weights (FoldTokenScales), coded through p_scale as RoundWeights codes them,
+// units[i] = S_i; words: scratch of at least kTileK / 4 * kTileQ words. Rows come in pairs:
+// an odd nq computes one scratch row (out has kFewQueries rows).
+inline LPATTN_TOKEN_QUAD_ATTR void FewQueryTokenQuadValues(
+    const HeadRows& v, size_t j0, size_t lo, size_t hi, const float* HWY_RESTRICT w, size_t nq,
+    size_t dim, float p_scale, const float* HWY_RESTRICT units, int32_t* HWY_RESTRICT words,
+    float* HWY_RESTRICT out, size_t out_stride) {
+  const size_t n = hi - lo, groups = (n + 3) / 4;
+  PackWeightCodes<4>(w + lo * kTileQ, n, groups, kFewQueries, p_scale, words, kTileQ,
+                     kFewQueries);
+  const int8_t* rows[kTileK + 3];
+  for (size_t j = 0; j < n; ++j) {
+    rows[j] = static_cast<const int8_t*>(RowAddress(v, j0 + lo + j));
+  }
+  for (size_t j = n; j < 4 * groups; ++j) rows[j] = rows[n - 1];  // codes 0 weigh them
+  for (size_t i0 = 0; i0 < nq; i0 += 2) {  // the second pair rereads the tile from L1
+    size_t c0 = 0;
+    for (; c0 + 128 <= dim; c0 += 128) {
+      TokenQuadPass<2>(rows, groups, words, i0, c0, units, p_scale, out, out_stride);
+    }
+    if (c0 < dim) TokenQuadPass<1>(rows, groups, words, i0, c0, units, p_scale, out, out_stride);
+  }
+}
+#undef LPATTN_TOKEN_QUAD_ATTR
+#endif  // LPATTN_AVX512_TARGET
+
+// A decode tile's P V under pfold (weights folded, units[i] = S_i) on FewQueryTokenQuadValues
+// where this target and the CPU have it: false where it did not run.
+HWY_INLINE bool FewQueryTokenValues(const AttentionProblem& p, const HeadRows& v, size_t nq,
+                                    size_t j0, const uint32_t* begin, const uint32_t* end,
+                                    const float* w, const float* units, float* out,
+                                    size_t out_stride, int32_t* words) {
+#if LPATTN_AVX512_TARGET
+  if (p.dim % 64 == 0 && TakesFewQueryValues(p, nq, begin, end) && begin[0] < end[0] &&
+      native::NativePathEnabled(native::NativePath::kAvx512Vnni)) {
+    FewQueryTokenQuadValues(v, j0, begin[0], end[0], w, nq, p.dim, p.p_scale, units, words, out,
+                            out_stride);
+    return true;
+  }
+#else
+  (void)p, (void)v, (void)nq, (void)j0, (void)begin, (void)end, (void)w, (void)units;
+  (void)out, (void)out_stride, (void)words;
+#endif
+  return false;
 }
 
 // ---- the int8 path's P V (IntPv) for a decode tile --------------------------------------------

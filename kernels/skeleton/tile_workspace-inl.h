@@ -465,6 +465,50 @@ HWY_INLINE void RoundWeights(float* HWY_RESTRICT st, size_t nk, size_t columns,
   RoundTile(st, nk, kTileQ, columns, format, scale);
 }
 
+// docs/math.md §4.3 (pfold): the weights of keys [j0, j0 + nk) of a key-major tile (`columns`
+// wide) times their tokens' V scales s_j, each row then over its largest such product S_i
+// (written to units[i], 0 for a row whose products are all 0), in place: P's int8 rounding
+// then codes each row's w_ij s_j on the tile's own scale, [0, 1] to [0, 127].
+HWY_INLINE void FoldTokenScales(const HeadRows& v, size_t j0, size_t nk, size_t columns,
+                                float* HWY_RESTRICT tile, float* HWY_RESTRICT units) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t c = 0; c < columns; c += N) {
+    auto largest = hn::Zero(d);
+    for (size_t j = 0; j < nk; ++j) {
+      float* w = tile + j * kTileQ + c;
+      const auto folded = hn::Mul(hn::LoadU(d, w), hn::Set(d, v.scale(j0 + j)));
+      hn::StoreU(folded, d, w);
+      largest = hn::Max(largest, folded);
+    }
+    hn::StoreU(largest, d, units + c);
+    const auto positive = hn::Gt(largest, hn::Zero(d));
+    const auto inverse = hn::IfThenElseZero(positive, hn::Div(hn::Set(d, 1.0f), largest));
+    for (size_t j = 0; j < nk; ++j) {
+      float* w = tile + j * kTileQ + c;
+      hn::StoreU(hn::Mul(hn::LoadU(d, w), inverse), d, w);
+    }
+  }
+}
+
+// The rounded folded weights (codes times 1/127) back on the scale of each token's own
+// values, times S_i / s_j, for the products that multiply a row of V by its token's scale:
+// weight times value then gives code (S_i / 127) v's code, up to fp32 rounding, as the
+// integer product does (a token scale of 0: a zero row, weight 0).
+HWY_INLINE void UnfoldTokenScales(const HeadRows& v, size_t j0, size_t nk, size_t columns,
+                                  const float* HWY_RESTRICT units, float* HWY_RESTRICT tile) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t j = 0; j < nk; ++j) {
+    const float s = v.scale(j0 + j);
+    const auto inverse = hn::Set(d, s > 0.0f ? 1.0f / s : 0.0f);
+    for (size_t c = 0; c < columns; c += N) {
+      float* w = tile + j * kTileQ + c;
+      hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(d, w), hn::LoadU(d, units + c)), inverse), d, w);
+    }
+  }
+}
+
 // docs/math.md §4.2: the scale of a block of the backward's P or dS whose largest magnitude is
 // amax: 1 unscaled (bf16, fp16), else amax / FormatMax; 0 for a block left as it is (no finite
 // nonzero magnitude, or one below every scale).

@@ -185,7 +185,16 @@ HWY_INLINE void ForwardTileTask(const AttentionProblem& p, const ForwardArgs& ar
         }
         continue;
       }
-      if (p.p_format != quant::Format::kFp32) {
+      if (p.p_folds_v) {  // a KvCache's int8 V, its token scales folded into P (math.md §4.3)
+        HWY_ALIGN float units[kTileQ];  // each row's S_i
+        FoldTokenScales(v, j0, nk, columns, scores, units);
+        if (FewQueryTokenValues(p, v, nq, j0, ws.range_begin, ws.range_end, scores, units, out,
+                                padded_dim, ws.weight_pairs)) {
+          continue;
+        }
+        RoundWeights(scores, nk, columns, p.p_format, p.p_scale);
+        UnfoldTokenScales(v, j0, nk, columns, units, scores);
+      } else if (p.p_format != quant::Format::kFp32) {
         RoundWeights(scores, nk, columns, p.p_format, p.p_scale);
       }
       if (TakesFewQueryValues(p, nq, ws.range_begin, ws.range_end)) {
