@@ -66,7 +66,8 @@ class KvCache {
   // Appends `tokens` tokens to `sequence`: k and v are [kv_heads, tokens, head_dim] views
   // (strides.head and strides.token; strides.batch is not read). The 8-bit formats take each
   // token's scale as amax / FormatMax over its head's row, as gran=token does (precision.h),
-  // so a cached value is exactly what the in-call quantizer makes of it. Throws
+  // so a cached value is exactly what the in-call quantizer makes of it (an all-zero row's
+  // scale is 0, where the quantizer's is 1: the same zero values). Throws
   // std::invalid_argument, changing nothing, for a bad sequence, a null or overlapping view,
   // more tokens than the slot has room for (paged: in the blocks of its table), or a value a
   // scaled format cannot take. A keys_only cache does not read v.
