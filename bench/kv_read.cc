@@ -7,8 +7,10 @@
 // against its own layout's ceiling and not only against the contiguous cache's. order:blocks
 // reads a paged pool block by block instead (all heads of a block, the blocks split over the
 // threads): the ceiling of a step whose tasks would cover every kv head of their blocks.
+// order:tiles reads a contiguous pool as a decode step's tiles do (kTileK K rows, then their
+// V rows, nothing asked for ahead), on one thread and on two.
 //   kv_read/Tk:<T>/D:<D>/Hkv:<H>/bytes:<element bytes>/block:<0 = contiguous>/layout:<...>
-//   [/order:blocks]/threads:<n>
+//   [/order:blocks|tiles]/threads:<n>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "bench/peak_bw.h"
 #include "bench/peak_loop.h"
 #include "kernels/native/huge_pages.h"
+#include "kernels/skeleton/tile_sizes.h"
 
 namespace lpattn::bench {
 namespace {
@@ -92,18 +95,49 @@ uint64_t ReadBlocks(const KvPool& pool, const uint8_t* k, const uint8_t* v, size
   });
 }
 
-void BM_KvRead(benchmark::State& state, KvPool pool, bool by_block, int threads) {
+// Heads [first, last), each read a key tile at a time as a decode tile reads a contiguous
+// cache: the tile's kTileK K rows, then its V rows, nothing asked for ahead (as the int8
+// step's tiles leave a contiguous head's 8-bit rows to the hardware, AsksDecodeRows).
+uint64_t ReadTiles(const KvPool& pool, const uint8_t* k, const uint8_t* v, size_t first,
+                   size_t last) {
+  uint64_t sum = 0;
+  for (size_t h = first; h < last; ++h) {
+    for (size_t t0 = 0; t0 < pool.tokens; t0 += kTileK) {
+      const size_t end = std::min(pool.tokens, t0 + kTileK);
+      for (const uint8_t* side : {k, v}) {
+        for (size_t t = t0; t < end; ++t) {
+          const uint8_t* row = side + pool.RowOffset(h, t);
+          for (size_t b = 0; b < pool.row_bytes; b += 8) {
+            uint64_t x;
+            std::memcpy(&x, row + b, 8);
+            sum ^= x;
+          }
+        }
+      }
+    }
+  }
+  return sum;
+}
+
+// How a pass walks the pool: head by head with requests ahead (ReadHeads), block by block
+// (ReadBlocks), or head by head a key tile at a time without requests (ReadTiles).
+enum class ReadOrder { kHeads, kBlocks, kTiles };
+
+void BM_KvRead(benchmark::State& state, KvPool pool, ReadOrder order, int threads) {
   const double peak = MeasuredPeakBandwidth(threads);
   const PoolBytes k(pool.bytes(), 1), v(pool.bytes(), 1);
   std::vector<uint64_t> sums(static_cast<size_t>(threads));
   for (auto _ : state) {
     RunConcurrently(threads, [&](int t) {
       // The heads, or the blocks, split over the threads.
+      const bool by_block = order == ReadOrder::kBlocks;
       const size_t units = by_block ? pool.tokens / pool.block : pool.heads;
       const size_t first = units * size_t(t) / size_t(threads);
       const size_t last = units * size_t(t + 1) / size_t(threads);
       sums[size_t(t)] = by_block ? ReadBlocks(pool, k.data(), v.data(), first, last)
-                                 : ReadHeads(pool, k.data(), v.data(), first, last);
+                        : order == ReadOrder::kTiles
+                            ? ReadTiles(pool, k.data(), v.data(), first, last)
+                            : ReadHeads(pool, k.data(), v.data(), first, last);
     });
     benchmark::DoNotOptimize(sums.data());
   }
@@ -128,10 +162,23 @@ const bool kRegistered = [] {
                                  "/block:" + std::to_string(block) + "/layout:" +
                                  (block == 0 ? "contiguous" : token_major ? "token" : "head") +
                                  (by_block ? "/order:blocks" : "") + "/threads:2";
-        benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool, by_block, 2)
+        benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool,
+                                     by_block ? ReadOrder::kBlocks : ReadOrder::kHeads, 2)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
+    }
+    // A contiguous cache read as the decode tiles read it, on one thread and on two.
+    for (const int threads : {1, 2}) {
+      const KvPool pool{kTokens, kHeads, kDim * element, 0, false};
+      const std::string name = "kv_read/Tk:" + std::to_string(kTokens) + "/D:" +
+                               std::to_string(kDim) + "/Hkv:" + std::to_string(kHeads) +
+                               "/bytes:" + std::to_string(element) +
+                               "/block:0/layout:contiguous/order:tiles/threads:" +
+                               std::to_string(threads);
+      benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool, ReadOrder::kTiles, threads)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
   return true;
