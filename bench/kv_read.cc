@@ -130,14 +130,20 @@ void BM_KvRead(benchmark::State& state, KvPool pool, ReadOrder order, int thread
   for (auto _ : state) {
     RunConcurrently(threads, [&](int t) {
       // The heads, or the blocks, split over the threads.
-      const bool by_block = order == ReadOrder::kBlocks;
-      const size_t units = by_block ? pool.tokens / pool.block : pool.heads;
+      const size_t units = order == ReadOrder::kBlocks ? pool.tokens / pool.block : pool.heads;
       const size_t first = units * size_t(t) / size_t(threads);
       const size_t last = units * size_t(t + 1) / size_t(threads);
-      sums[size_t(t)] = by_block ? ReadBlocks(pool, k.data(), v.data(), first, last)
-                        : order == ReadOrder::kTiles
-                            ? ReadTiles(pool, k.data(), v.data(), first, last)
-                            : ReadHeads(pool, k.data(), v.data(), first, last);
+      switch (order) {
+        case ReadOrder::kHeads:
+          sums[size_t(t)] = ReadHeads(pool, k.data(), v.data(), first, last);
+          break;
+        case ReadOrder::kBlocks:
+          sums[size_t(t)] = ReadBlocks(pool, k.data(), v.data(), first, last);
+          break;
+        case ReadOrder::kTiles:
+          sums[size_t(t)] = ReadTiles(pool, k.data(), v.data(), first, last);
+          break;
+      }
     });
     benchmark::DoNotOptimize(sums.data());
   }
@@ -148,38 +154,34 @@ void BM_KvRead(benchmark::State& state, KvPool pool, ReadOrder order, int thread
 
 // The decode benchmarks' shape (Tk 32768, D 128, Hkv 8), fp32 rows and 8-bit ones, in the
 // layouts exact_decode_cache and exact_decode_paged read.
+void Register(const KvPool& pool, size_t element, ReadOrder order, int threads) {
+  const char* layout = pool.block == 0 ? "contiguous" : pool.token_major ? "token" : "head";
+  const char* order_name = order == ReadOrder::kBlocks  ? "/order:blocks"
+                           : order == ReadOrder::kTiles ? "/order:tiles"
+                                                        : "";
+  const std::string name = "kv_read/Tk:" + std::to_string(pool.tokens) + "/D:" +
+                           std::to_string(pool.row_bytes / element) + "/Hkv:" +
+                           std::to_string(pool.heads) + "/bytes:" +
+                           std::to_string(element) + "/block:" +
+                           std::to_string(pool.block) + "/layout:" + layout + order_name +
+                           "/threads:" + std::to_string(threads);
+  benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool, order, threads)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+}
+
 const bool kRegistered = [] {
   constexpr size_t kTokens = 32768, kDim = 128, kHeads = 8;
   for (const size_t element : {4, 1}) {
     for (const auto& [block, token_major] : std::vector<std::pair<size_t, bool>>{
              {0, false}, {16, false}, {128, false}, {16, true}, {128, true}}) {
       const KvPool pool{kTokens, kHeads, kDim * element, block, token_major};
-      for (const bool by_block : {false, true}) {
-        if (by_block && block == 0) continue;
-        const std::string name = "kv_read/Tk:" + std::to_string(kTokens) + "/D:" +
-                                 std::to_string(kDim) + "/Hkv:" + std::to_string(kHeads) +
-                                 "/bytes:" + std::to_string(element) +
-                                 "/block:" + std::to_string(block) + "/layout:" +
-                                 (block == 0 ? "contiguous" : token_major ? "token" : "head") +
-                                 (by_block ? "/order:blocks" : "") + "/threads:2";
-        benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool,
-                                     by_block ? ReadOrder::kBlocks : ReadOrder::kHeads, 2)
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
-      }
+      Register(pool, element, ReadOrder::kHeads, 2);
+      if (block != 0) Register(pool, element, ReadOrder::kBlocks, 2);
     }
     // A contiguous cache read as the decode tiles read it, on one thread and on two.
-    for (const int threads : {1, 2}) {
-      const KvPool pool{kTokens, kHeads, kDim * element, 0, false};
-      const std::string name = "kv_read/Tk:" + std::to_string(kTokens) + "/D:" +
-                               std::to_string(kDim) + "/Hkv:" + std::to_string(kHeads) +
-                               "/bytes:" + std::to_string(element) +
-                               "/block:0/layout:contiguous/order:tiles/threads:" +
-                               std::to_string(threads);
-      benchmark::RegisterBenchmark(name.c_str(), BM_KvRead, pool, ReadOrder::kTiles, threads)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
-    }
+    const KvPool contiguous{kTokens, kHeads, kDim * element, 0, false};
+    for (const int threads : {1, 2}) Register(contiguous, element, ReadOrder::kTiles, threads);
   }
   return true;
 }();

@@ -39,8 +39,6 @@ std::vector<float> CachedOutput(const AttentionCase& c, const CacheLayout& layou
   return o.storage;
 }
 
-std::vector<double> AsDoubles(const std::vector<float>& x) { return {x.begin(), x.end()}; }
-
 // Folding gives each row of each key tile its own scale for P's codes, where p=int8 alone
 // codes every weight on 1/127: against the fp64 reference with P unrounded, the folded
 // outputs are the closer ones (by 1.8-2.9x on these cases), and the unfolded ones are the
@@ -59,8 +57,8 @@ TEST(KvCachePfold, RoundsPMoreFinelyThanInt8PAlone) {
       for (const CacheLayout& layout : {kLayouts[0], kLayouts[1], kLayouts[3]}) {
         const std::string what = "D " + std::to_string(dim) + " q_len " + std::to_string(q_len) +
                                  layout.Name();
-        const std::vector<double> plain = AsDoubles(CachedOutput(c, layout, "p=int8"));
-        const std::vector<double> folded = AsDoubles(CachedOutput(c, layout, "p=int8,pfold=1"));
+        const std::vector<double> plain = ToDouble(CachedOutput(c, layout, "p=int8"));
+        const std::vector<double> folded = ToDouble(CachedOutput(c, layout, "p=int8,pfold=1"));
         EXPECT_LE(ScaledMaxError(plain, ref_rounded), 1e-6) << what;
         const double plain_error = ScaledMaxError(plain, ref);
         const double folded_error = ScaledMaxError(folded, ref);
@@ -89,7 +87,7 @@ TEST(KvCachePfold, IntegerProductMatchesTheFloatOneOnTheSameCodes) {
       ASSERT_TRUE(SelectNativePaths("none"));
       const std::vector<float> floats = CachedOutput(c, kLayouts[0], "p=int8,pfold=1");
       ASSERT_TRUE(SelectNativePaths(""));
-      EXPECT_LE(ScaledMaxError(AsDoubles(integer), AsDoubles(floats)), 1e-6) << what;
+      EXPECT_LE(ScaledMaxError(ToDouble(integer), ToDouble(floats)), 1e-6) << what;
       EXPECT_NE(integer, floats) << what << ": the integer product did not run";
       for (const CacheLayout& layout : kLayouts) {
         for (const int threads : {1, 2}) {
@@ -116,7 +114,7 @@ TEST(KvCachePfold, ZeroValueRowsGiveZeroOutputs) {
   for (const float x : folded) ASSERT_TRUE(std::isfinite(x));
   // A zero row's scale of 1 (the in-call quantizer's) would set S_i and put the real rows'
   // weights 1/42 of the code range: outputs off by a fifth. The cache holds 0 for it.
-  EXPECT_LE(ScaledMaxError(AsDoubles(folded), AsDoubles(CachedOutput(c, kLayouts[0], ""))), 3e-3);
+  EXPECT_LE(ScaledMaxError(ToDouble(folded), ToDouble(CachedOutput(c, kLayouts[0], ""))), 3e-3);
 }
 
 // K-interval attention's weights (on its grid) take the fold too: its statistics are those
