@@ -858,16 +858,22 @@ const bool kRegistered = [] {
     for (const int64_t block_size : {16, 128}) {
       for (const CacheStorage& storage : kCacheStorage) {
         for (const int64_t kv_len : {4096, 32768}) {
-          const AttentionShape shape{1, 32, 8, 1, kv_len, 128};
-          const std::string name = "exact_decode_paged/Tk:" + std::to_string(kv_len) +
-                                   "/D:128/H:32/Hkv:8/kv:" + storage.name + "/block:" +
-                                   std::to_string(block_size) + "/layout:" + c.layout_name +
-                                   "/threads:2";
-          benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage.format,
-                                       ParsePrecision(storage.base), 2, block_size, c.layout,
-                                       c.random_order)
-              ->UseRealTime()
-              ->Unit(benchmark::kMillisecond);
+          // q_len 4 (speculative decoding, 16-row tiles) at blocks of 16 in both layouts.
+          for (const int64_t q_len : {1, 4}) {
+            if (q_len > 1 && (block_size != 16 || c.random_order)) continue;
+            const AttentionShape shape{1, 32, 8, q_len, kv_len, 128};
+            const std::string name = std::string("exact_decode_paged") +
+                                     (q_len > 1 ? "_q" + std::to_string(q_len) : "") +
+                                     "/Tk:" + std::to_string(kv_len) +
+                                     "/D:128/H:32/Hkv:8/kv:" + storage.name + "/block:" +
+                                     std::to_string(block_size) + "/layout:" + c.layout_name +
+                                     "/threads:2";
+            benchmark::RegisterBenchmark(name.c_str(), BM_DecodeCache, shape, storage.format,
+                                         ParsePrecision(storage.base), 2, block_size, c.layout,
+                                         c.random_order)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+          }
         }
       }
     }

@@ -91,7 +91,34 @@ CodedKv AmxKeyRowsOnce(const AttentionProblem& p,
   return built;
 }
 
+// Whether rows `s` apart lay each token's kv heads side by side: a head's row starts within
+// one token's stride of the previous head's.
+bool HeadsSideBySide(const Strides& s) { return s.head > 0 && s.head < s.token; }
+
 }  // namespace
+
+size_t SpanHeads(const AttentionProblem& p, const ForwardArgs& args) {
+  if (p.key_block == 0 || p.kv_len <= p.key_block || p.group() != 1 || p.heads < 2 ||
+      p.q_len > kSpanRows) {
+    return 1;
+  }
+  bool keys = HeadsSideBySide(p.k_codes.set() ? p.k_codes.strides : args.k.strides);
+  if (p.int_qk.k_rows != nullptr) {  // the integer products read their own rows
+    const size_t first = p.int_qk.KeyRow(0, 0, p.kv_heads, p.kv_len, 0);
+    const size_t next_head = p.int_qk.KeyRow(0, 1, p.kv_heads, p.kv_len, 0);
+    const size_t next_token = p.int_qk.KeyRow(0, 0, p.kv_heads, p.kv_len, 1);
+    keys = next_head > first && next_head - first < next_token - first;
+  }
+  const bool values =
+      !p.int_pv.set() && HeadsSideBySide(p.v_codes.set() ? p.v_codes.strides : args.v.strides);
+  if (!keys && !values) return 1;
+  const size_t blocks = (p.kv_len + p.key_block - 1) / p.key_block;
+  size_t span = std::min(kSpanHeads, p.heads);
+  while (span > 2 && p.batch * ((p.heads + span - 1) / span) * blocks < kMinSpannedTasks) {
+    span = (span + 1) / 2;
+  }
+  return span;
+}
 
 bool BuildsAmxKeyRows(const AttentionProblem& p) {
   if (p.amx_qk != AmxScores::kFp16 && p.amx_qk != AmxScores::kFp8) return false;
@@ -158,6 +185,7 @@ DecodePlan::DecodePlan(AttentionProblem& p, ForwardArgs& args, ConstTensor* seco
     args.v = DecodeOnce(p, p.v_codes, v_rows_);
     p.v_codes = {};
   }
+  p.span_heads = SpanHeads(p, args);
 }
 
 void DecodePlan::Finish() const {

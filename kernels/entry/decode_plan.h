@@ -42,6 +42,15 @@ class DecodePlan {
   size_t batch_ = 0, heads_ = 0, q_len_ = 0, dim_ = 0;
 };
 
+// How many kv heads' tiles a split-KV task of the problem runs in lockstep
+// (AttentionProblem::span_heads; docs/design.md §8). Where K or V lays each token's kv heads
+// side by side (token-major pages, [B, T, H, D] tensors), a task per head reads a short run of
+// every token's row, each a page apart at long rows (3x a contiguous step's time in fp32 on
+// AMD Zen 5); heads walked together read each token's rows of them at once. Split-KV decode
+// tiles only (one per kv head, at most kSpanRows rows), up to kSpanHeads heads while the call
+// keeps kMinSpannedTasks tasks; 1 otherwise. Shape and strides decide, never the thread count.
+size_t SpanHeads(const AttentionProblem& problem, const ForwardArgs& args);
+
 // Whether the plan decodes problem's coded K (keys) or V once per call: 16- or 8-bit codes
 // that the forward would decode per key tile (for K: no AMX score product reads them), in a
 // call that DecodesKvOnce (tile_sizes.h).

@@ -238,6 +238,10 @@ struct AttentionProblem {
   // (a multiple of kTileK), one task each, whose partial (m, Z, o) are merged in block order.
   // 0: one task takes all of a tile's keys.
   size_t key_block = 0;
+  // Split-KV tasks run the tiles of span_heads kv heads of a batch in lockstep through each key
+  // tile, where K or V lays a token's kv heads side by side (the decode plan's SpanHeads,
+  // kernels/entry/decode_plan.h); 1: a task per tile.
+  size_t span_heads = 1;
 
   size_t group() const { return heads / kv_heads; }
   float sink(size_t h) const { return sink_logits ? sink_logits[h] : 0.0f; }

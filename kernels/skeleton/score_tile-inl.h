@@ -506,15 +506,15 @@ HWY_INLINE bool TakesFewQueryIntScores(const AttentionProblem& p, size_t nq) {
 // The 4 query rows of FewQueryIntScores: Q's int16 codes [4][dim] in ws.int_panel, zero past
 // nq, and col_scale as PackIntQueries sets it.
 HWY_INLINE void PackFewIntQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
-                                  size_t nq, TileWorkspace& ws) {
+                                  size_t nq, const FewQueryPanel& panel) {
   const size_t row0 = (b * p.heads + h) * p.q_len + i0;
-  int16_t* rows = ws.int_panel.get();
+  int16_t* rows = panel.IntRows();
   std::fill(rows, rows + kFewQueries * p.dim, int16_t(0));
-  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  std::fill(panel.scales, panel.scales + kTileQ, 0.0f);
   for (size_t i = 0; i < nq; ++i) {
     const int16_t* q = p.int_qk.q + (row0 + i) * 2 * p.int_qk.pairs;
     std::copy(q, q + p.dim, rows + i * p.dim);
-    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+    panel.scales[i] = p.int_qk.q_scale[row0 + i] * p.scale;
   }
 }
 
@@ -534,15 +534,15 @@ HWY_INLINE bool TakesFewQueryQuadScores(const AttentionProblem& p, size_t nq) {
 // The 4 query rows of FewQueryQuadScores: each code xor 0x80 (q + 128, unsigned) as bytes
 // [4][dim] in ws.int_panel, 0x80 (a code of 0) past nq, and col_scale as PackIntQueries sets it.
 HWY_INLINE void PackFewQuadQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
-                                   size_t nq, TileWorkspace& ws) {
+                                   size_t nq, const FewQueryPanel& panel) {
   const size_t row0 = (b * p.heads + h) * p.q_len + i0;
-  uint8_t* rows = reinterpret_cast<uint8_t*>(ws.int_panel.get());
+  uint8_t* rows = panel.QuadRows();
   std::fill(rows, rows + kFewQueries * p.dim, uint8_t(0x80));
-  std::fill(ws.col_scale, ws.col_scale + kTileQ, 0.0f);
+  std::fill(panel.scales, panel.scales + kTileQ, 0.0f);
   for (size_t i = 0; i < nq; ++i) {
     const int16_t* q = p.int_qk.q + (row0 + i) * 2 * p.int_qk.pairs;
     for (size_t c = 0; c < p.dim; ++c) rows[i * p.dim + c] = uint8_t(int8_t(q[c])) ^ 0x80;
-    ws.col_scale[i] = p.int_qk.q_scale[row0 + i] * p.scale;
+    panel.scales[i] = p.int_qk.q_scale[row0 + i] * p.scale;
   }
 }
 
@@ -618,14 +618,14 @@ HWY_INLINE void FewQueryIntTile(const AttentionProblem& p, size_t b, size_t kv_h
         AskRowsAhead(ahead, s + j);
       };
       FewQueryQuadScores(k.k_rows + row * p.dim, k.k_sums + row, k.k_scale + row, run, stride,
-                         reinterpret_cast<const uint8_t*>(ws.int_panel.get()), p.dim,
-                         ws.col_scale, columns, out + s * kTileQ, kTileQ, ask);
+                         ws.few_panel.QuadRows(), p.dim, ws.few_panel.scales, columns,
+                         out + s * kTileQ, kTileQ, ask);
       s += run;
       continue;
     }
 #endif
     FewQueryIntScores({k.k_rows + row * p.dim, k.k_sums + row, k.k_scale + row}, run, stride,
-                      ws.int_panel.get(), p.dim, ws.col_scale, columns, ws.ahead, s,
+                      ws.few_panel.IntRows(), p.dim, ws.few_panel.scales, columns, ws.ahead, s,
                       out + s * kTileQ);
     s += run;
   }
@@ -705,7 +705,7 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
     return;
   }
   if (ws.few_queries) {
-    FewQueryScores(k, j0, nk, ws.rows2.get(), p.dim, columns, ws.ahead, out);
+    FewQueryScores(k, j0, nk, ws.few_panel.rows, p.dim, columns, ws.ahead, out);
     return;
   }
   const size_t end = std::min(columns, live.end);
@@ -726,24 +726,33 @@ HWY_INLINE void ScoreTile(const AttentionProblem& p, const HeadRows& k, size_t b
 }
 
 // A query tile in the form the call's score product reads: q_panel (fp32, transposed and
-// scaled) or ws's integer or AMX panel.
+// scaled) or ws's integer or AMX panel; a decode tile's few queries into `few` (a spanned
+// run's own panel), or ws's buffers when it is empty (ws.few_panel says which).
 HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t b, size_t h,
-                            size_t i0, size_t nq, float* q_panel, TileWorkspace& ws) {
+                            size_t i0, size_t nq, float* q_panel, TileWorkspace& ws,
+                            FewQueryPanel few = {}) {
   ws.few_queries = ws.few_int_queries = false;
+  const bool own = few.rows != nullptr;
+  if (TakesFewQueryQuadScores(p, nq) || TakesFewQueryIntScores(p, nq)) {
+    ws.few_panel = own ? few : FewQueryPanel{reinterpret_cast<float*>(ws.int_panel.get()),
+                                             ws.col_scale};
+  } else if (TakesFewQueryScores(p, nq) && !q.coded()) {
+    ws.few_panel = own ? few : FewQueryPanel{ws.rows2.get(), nullptr};
+  }
   if (TakesFewQueryQuadScores(p, nq)) {
-    PackFewQuadQueries(p, b, h, i0, nq, ws);
+    PackFewQuadQueries(p, b, h, i0, nq, ws.few_panel);
     ws.few_int_queries = true;
   } else if (p.amx_qk8 || QuadScores(p)) {
     PackInt8QueryQuads(p, b, h, i0, nq, !p.amx_qk8, ws);
   } else if (TakesFewQueryIntScores(p, nq)) {
-    PackFewIntQueries(p, b, h, i0, nq, ws);
+    PackFewIntQueries(p, b, h, i0, nq, ws.few_panel);
     ws.few_int_queries = true;
   } else if (p.int_qk.q != nullptr) {
     PackIntQueries(p, b, h, i0, nq, ws);
   } else if (p.amx_qk != AmxScores::kOff) {
     PackAmxQueryPairs(p, q, i0, nq, ws);
   } else if (TakesFewQueryScores(p, nq) && !q.coded()) {
-    PackFewQueries(p, q, i0, nq, ws.rows2.get());
+    PackFewQueries(p, q, i0, nq, ws.few_panel.rows);
     ws.few_queries = true;
     return;
   } else {

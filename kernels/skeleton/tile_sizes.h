@@ -24,6 +24,13 @@ inline constexpr size_t kMaxKeyBlocks = 128;
 // A decode tile of at most kFewQueries rows takes fp32 dot products for its scores
 // (score_tile-inl.h's FewQueryScores) instead of a register-tiled or AMX product.
 inline constexpr size_t kFewQueries = 4;
+// Split-KV over K or V that lays a token's kv heads side by side (token-major pages, [B, T, H,
+// D] tensors): a task runs the decode tiles of up to kSpanHeads kv heads in lockstep, tiles of
+// at most kSpanRows rows (few-query tiles, whose queries each head packs once), while that
+// leaves at least kMinSpannedTasks tasks (docs/design.md §8).
+inline constexpr size_t kSpanHeads = 8;
+inline constexpr size_t kSpanRows = kFewQueries;
+inline constexpr size_t kMinSpannedTasks = 16;
 // Rows of the forward's query tiles under the decode plan (docs/design.md §8): a GQA group's
 // H / Hkv x q_len queries when there is a group and they fit a tile, else q_len.
 inline constexpr size_t DecodeTileRows(size_t heads, size_t kv_heads, size_t q_len) {

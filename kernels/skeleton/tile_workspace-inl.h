@@ -152,6 +152,17 @@ struct RowsAhead {
   const AttentionProblem* int_keys = nullptr;
   size_t b = 0, kv_head = 0;
 };
+// Where a decode tile's packed queries lie for the few-query score products: fp32 rows
+// (FewQueryScores), or int16 or biased byte rows and their scales (FewQueryIntScores,
+// FewQueryQuadScores), kFewQueries rows `dim` apart. The workspace's own buffers, or a spanned
+// run's (tiled_forward-inl.h), packed once for all of its key tiles.
+struct FewQueryPanel {
+  float* rows = nullptr;
+  float* scales = nullptr;
+  int16_t* IntRows() const { return reinterpret_cast<int16_t*>(rows); }
+  uint8_t* QuadRows() const { return reinterpret_cast<uint8_t*>(rows); }
+};
+
 // Per-thread scratch, O(tile * D), sized for the largest head dim, kept for the thread's life.
 struct TileWorkspace {
   static constexpr size_t kPanel = kMaxHeadDim * kTileMax;  // transposed operand [D][tile]
@@ -189,6 +200,7 @@ struct TileWorkspace {
   HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
   bool few_queries = false;  // the forward's query tile packed for FewQueryScores (rows2)
   bool few_int_queries = false;  // ... for FewQueryIntScores or FewQueryQuadScores (int_panel)
+  FewQueryPanel few_panel;  // where those packed queries lie (rows2, int_panel, col_scale)
   RowsAhead ahead;           // a decode tile's next rows, for FewQueryScores to ask for
   static constexpr size_t kMaxRowParams = 12;
   HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
@@ -222,6 +234,25 @@ struct TileWorkspace {
     return amx_codes.get();
   }
   hwy::AlignedFreeUniquePtr<uint16_t[]> amx_codes;
+
+  // A spanned split-KV task's scratch (tiled_forward-inl.h's SpannedKeyBlockTask), allocated
+  // on first use: per head, an accumulator of up to kSpanRows rows of kMaxHeadDim columns and
+  // a decode tile's packed queries (FewQueryPanel: kFewQueries rows of up to kMaxHeadDim
+  // floats, kTileQ scales).
+  static constexpr size_t kSpanAccumulator = kSpanRows * kMaxHeadDim;
+  static constexpr size_t kSpanPanel = kFewQueries * kMaxHeadDim + kTileQ;
+  float* SpanAccumulator(size_t head) { return SpanScratch() + head * kSpanAccumulator; }
+  FewQueryPanel SpanPanel(size_t head) {
+    float* panel = SpanScratch() + kSpanHeads * kSpanAccumulator + head * kSpanPanel;
+    return {panel, panel + kFewQueries * kMaxHeadDim};
+  }
+  float* SpanScratch() {
+    if (!span_scratch) {
+      span_scratch = hwy::AllocateAligned<float>(kSpanHeads * (kSpanAccumulator + kSpanPanel));
+    }
+    return span_scratch.get();
+  }
+  hwy::AlignedFreeUniquePtr<float[]> span_scratch;
 
   // A paged int8 K tile's rows, sums and scales gathered for the integer products
   // (score_tile-inl.h's IntKeyRows); the rows allocated on first use.
