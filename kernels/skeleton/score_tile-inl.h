@@ -503,8 +503,8 @@ HWY_INLINE bool TakesFewQueryIntScores(const AttentionProblem& p, size_t nq) {
          p.int_qk.q != nullptr && !p.amx_qk8 && !QuadScores(p);
 }
 
-// The 4 query rows of FewQueryIntScores: Q's int16 codes [4][dim] in ws.int_panel, zero past
-// nq, and col_scale as PackIntQueries sets it.
+// The 4 query rows of FewQueryIntScores: Q's int16 codes [4][dim] in the panel's rows, zero
+// past nq, and its scales as PackIntQueries sets col_scale.
 HWY_INLINE void PackFewIntQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
                                   size_t nq, const FewQueryPanel& panel) {
   const size_t row0 = (b * p.heads + h) * p.q_len + i0;
@@ -532,7 +532,8 @@ HWY_INLINE bool TakesFewQueryQuadScores(const AttentionProblem& p, size_t nq) {
 }
 
 // The 4 query rows of FewQueryQuadScores: each code xor 0x80 (q + 128, unsigned) as bytes
-// [4][dim] in ws.int_panel, 0x80 (a code of 0) past nq, and col_scale as PackIntQueries sets it.
+// [4][dim] in the panel's rows, 0x80 (a code of 0) past nq, and its scales as PackIntQueries
+// sets col_scale.
 HWY_INLINE void PackFewQuadQueries(const AttentionProblem& p, size_t b, size_t h, size_t i0,
                                    size_t nq, const FewQueryPanel& panel) {
   const size_t row0 = (b * p.heads + h) * p.q_len + i0;

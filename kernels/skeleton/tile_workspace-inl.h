@@ -198,9 +198,10 @@ struct TileWorkspace {
   uint32_t range_begin[kTileMax], range_end[kTileMax];  // per-row inner ranges
   HWY_ALIGN float factor[kTileMax];
   HWY_ALIGN float row_a[kTileMax], row_b[kTileMax];     // per-row sums
-  bool few_queries = false;  // the forward's query tile packed for FewQueryScores (rows2)
-  bool few_int_queries = false;  // ... for FewQueryIntScores or FewQueryQuadScores (int_panel)
-  FewQueryPanel few_panel;  // where those packed queries lie (rows2, int_panel, col_scale)
+  bool few_queries = false;  // the forward's query tile packed for FewQueryScores
+  bool few_int_queries = false;  // ... for FewQueryIntScores or FewQueryQuadScores
+  // Where those packed queries lie: rows2, or int_panel and col_scale, or a spanned run's own.
+  FewQueryPanel few_panel;
   RowsAhead ahead;           // a decode tile's next rows, for FewQueryScores to ask for
   static constexpr size_t kMaxRowParams = 12;
   HWY_ALIGN float row_params[kMaxRowParams][kTileQ];    // staged per-row parameters
