@@ -733,27 +733,25 @@ HWY_INLINE void PackQueries(const AttentionProblem& p, const HeadRows& q, size_t
                             size_t i0, size_t nq, float* q_panel, TileWorkspace& ws,
                             FewQueryPanel few = {}) {
   ws.few_queries = ws.few_int_queries = false;
-  const bool own = few.rows != nullptr;
-  if (TakesFewQueryQuadScores(p, nq) || TakesFewQueryIntScores(p, nq)) {
-    ws.few_panel = own ? few : FewQueryPanel{reinterpret_cast<float*>(ws.int_panel.get()),
-                                             ws.col_scale};
-  } else if (TakesFewQueryScores(p, nq) && !q.coded()) {
-    ws.few_panel = own ? few : FewQueryPanel{ws.rows2.get(), nullptr};
-  }
+  // The panel a few-query product reads: `few`, or the workspace's buffers `own`.
+  const auto panel = [&](FewQueryPanel own) {
+    return ws.few_panel = few.rows != nullptr ? few : own;
+  };
+  const FewQueryPanel int_panel{reinterpret_cast<float*>(ws.int_panel.get()), ws.col_scale};
   if (TakesFewQueryQuadScores(p, nq)) {
-    PackFewQuadQueries(p, b, h, i0, nq, ws.few_panel);
+    PackFewQuadQueries(p, b, h, i0, nq, panel(int_panel));
     ws.few_int_queries = true;
   } else if (p.amx_qk8 || QuadScores(p)) {
     PackInt8QueryQuads(p, b, h, i0, nq, !p.amx_qk8, ws);
   } else if (TakesFewQueryIntScores(p, nq)) {
-    PackFewIntQueries(p, b, h, i0, nq, ws.few_panel);
+    PackFewIntQueries(p, b, h, i0, nq, panel(int_panel));
     ws.few_int_queries = true;
   } else if (p.int_qk.q != nullptr) {
     PackIntQueries(p, b, h, i0, nq, ws);
   } else if (p.amx_qk != AmxScores::kOff) {
     PackAmxQueryPairs(p, q, i0, nq, ws);
   } else if (TakesFewQueryScores(p, nq) && !q.coded()) {
-    PackFewQueries(p, q, i0, nq, ws.few_panel.rows);
+    PackFewQueries(p, q, i0, nq, panel({ws.rows2.get(), nullptr}).rows);
     ws.few_queries = true;
     return;
   } else {
