@@ -1,16 +1,15 @@
 // The GPT's layers (docs/harness.md §1), one forward/backward pair each, after llm.c's
 // train_gpt2.c. Dense products go through oneDNN's sgemm on fixed blocks of rows; TBB runs the
 // blocks in parallel. Block boundaries never depend on the thread count and every output element
-// is written by one block, so results are bit-identical for any number of threads.
+// is written by one block, so results are bit-identical for any number of threads. The row-wise
+// layers have block forms, which the model chains per block of rows (docs/harness.md §1.6).
 #include "harness/model/layers.h"
 
-#include "harness/model/dense_product.h"
+#include "harness/model/dense_operand.h"
+#include "harness/model/for_blocks.h"
 #include "harness/model/gelu.h"
+#include "harness/model/grad_tasks.h"
 #include "harness/model/layernorm_rows.h"
-
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,76 +21,9 @@ namespace lpattn::harness {
 namespace {
 
 constexpr size_t kRowBlock = 64;           // rows of N per task of the row-wise layers
-// Output channels per sgemm call (dweight and dbias): 64 gives the C x C and 4C -> C products
-// of the small preset two blocks, so both threads of a 2-core machine get one.
-constexpr size_t kChannelBlock = 64;
-constexpr size_t kLayerNormChannelBlock = 32;  // channels per task of LayerNorm's dweight, dbias
 constexpr size_t kElementBlock = 1 << 14;  // elements per task in the GELU loops
 
-// Runs body(begin, end) on [0, n) cut into blocks of `block`, one task per block
-// (simple_partitioner with grain 1), so the cut is the same for every thread count.
-template <class Body>
-void ForBlocks(size_t n, size_t block, const Body& body) {
-  const size_t blocks = (n + block - 1) / block;
-  tbb::parallel_for(
-      tbb::blocked_range<size_t>(0, blocks, 1),
-      [&](const tbb::blocked_range<size_t>& range) {
-        for (size_t b = range.begin(); b != range.end(); ++b) {
-          body(b * block, std::min(n, (b + 1) * block));
-        }
-      },
-      tbb::simple_partitioner());
-}
-
-// Rows of N per sgemm call (forward and dinp): an eighth of them rounded up to whole 64s, at most
-// 256. Each call packs its weight again, so taller calls cost less, and whole 64s suit oneDNN's
-// kernels (on Zen 5 the small preset's step took 0.96-0.98x the time at 128 rows than at 64, and
-// no gain at 96: docs/performance.md §4.16). N >= 512 gives at least 6 blocks, and the split
-// depends on N alone, never on the thread count.
-size_t ProductRowBlock(size_t n) { return std::clamp<size_t>((n / 8 + 63) / 64 * 64, 64, 256); }
-
 constexpr float kLayerNormEps = 1e-5f;
-
-// One operand of a layer's product as the product reads it: fp32 values (fp32 products, and
-// bf16 simulated on rounded copies) or bf16 codes (native bf16 products).
-struct Operand {
-  const float* values = nullptr;
-  const uint16_t* codes = nullptr;
-  Operand At(size_t offset) const {
-    return {values != nullptr ? values + offset : nullptr,
-            codes != nullptr ? codes + offset : nullptr};
-  }
-};
-
-// n values as a product in `format` reads them: as they are (fp32), as bf16 codes (native) or
-// rounded to bf16 (simulated), prepared in parallel blocks in this thread's scratch slot
-// `slot` (0-2: the operands of one matmul call).
-Operand Prepare(int slot, const float* values, size_t n, DenseFormat format) {
-  if (format == DenseFormat::kFp32) return {values, nullptr};
-  if (NativeBf16Products()) {
-    thread_local std::vector<uint16_t> codes[3];
-    if (codes[slot].size() < n) codes[slot].resize(n);
-    uint16_t* out = codes[slot].data();
-    ForBlocks(n, kElementBlock,
-              [&](size_t i0, size_t i1) { EncodeBf16Values(values + i0, out + i0, i1 - i0); });
-    return {nullptr, out};
-  }
-  thread_local std::vector<float> rounded[3];
-  if (rounded[slot].size() < n) rounded[slot].resize(n);
-  float* out = rounded[slot].data();
-  ForBlocks(n, kElementBlock,
-            [&](size_t i0, size_t i1) { RoundToBf16(values + i0, out + i0, i1 - i0); });
-  return {out, nullptr};
-}
-
-// C[m,n] = op(A) op(B) + beta C on prepared operands (both in the same form).
-void Product(Trans ta, Trans tb, size_t m, size_t n, size_t k, Operand a, size_t lda, Operand b,
-             size_t ldb, float beta, float* c, size_t ldc) {
-  if (a.codes != nullptr) {
-    return GemmBf16(ta, tb, m, n, k, a.codes, lda, b.codes, ldb, beta, c, ldc);
-  }
-  Sgemm(ta, tb, m, n, k, a.values, lda, b.values, ldb, beta, c, ldc);
-}
 
 }  // namespace
 
@@ -185,12 +117,25 @@ void RopeBackward(float* dqkv, const RopeTable& table, size_t B, size_t T, size_
 }
 
 // out = (inp - mean) * rstd * weight + bias over each row of C; saves mean and rstd.
+void LayerNormForwardBlock(float* out, float* mean, float* rstd, const float* inp,
+                           const float* weight, const float* bias, size_t r0, size_t r1,
+                           size_t C) {
+  LayerNormForwardRows(out + r0 * C, mean + r0, rstd + r0, inp + r0 * C, weight, bias, r1 - r0, C,
+                       kLayerNormEps);
+}
+
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                       const float* bias, size_t N, size_t C) {
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    LayerNormForwardRows(out + r0 * C, mean + r0, rstd + r0, inp + r0 * C, weight, bias, r1 - r0,
-                         C, kLayerNormEps);
+    LayerNormForwardBlock(out, mean, rstd, inp, weight, bias, r0, r1, C);
   });
+}
+
+void LayerNormInputGradBlock(float* dinp, const float* dout, const float* inp, const float* weight,
+                             const float* mean, const float* rstd, size_t r0, size_t r1,
+                             size_t C) {
+  LayerNormBackwardRows(dinp + r0 * C, dout + r0 * C, inp + r0 * C, weight, mean + r0, rstd + r0,
+                        r1 - r0, C);
 }
 
 // dinp += rstd * (dnorm - mean(dnorm) - norm * mean(dnorm * norm)), dnorm = weight * dout;
@@ -200,61 +145,60 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
                        size_t N, size_t C) {
   // Rows are independent for dinp; dweight and dbias sum over rows, kept in row order.
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    LayerNormBackwardRows(dinp + r0 * C, dout + r0 * C, inp + r0 * C, weight, mean + r0,
-                          rstd + r0, r1 - r0, C);
+    LayerNormInputGradBlock(dinp, dout, inp, weight, mean, rstd, r0, r1, C);
   });
-  // Blocks of channels, each summing its channels over all rows in row order.
-  ForBlocks(C, kLayerNormChannelBlock, [&](size_t c0, size_t c1) {
-    for (size_t r = 0; r < N; ++r) {
-      const float* x = inp + r * C;
-      const float* dy = dout + r * C;
-      for (size_t i = c0; i < c1; ++i) {
-        dbias[i] += dy[i];
-        dweight[i] += (x[i] - mean[r]) * rstd[r] * dy[i];
-      }
-    }
-  });
+  thread_local GradTasks tasks;
+  tasks.AddLayerNorm(dweight, dbias, dout, inp, mean, rstd, N, C);
+  tasks.Run();
+}
+
+void MatmulForwardBlock(float* out, const float* inp, DenseOperand weight, const float* bias,
+                        size_t r0, size_t r1, size_t C, size_t OC, DenseFormat format) {
+  // The bias is written first and the product added to it (beta = 1): one pass over the
+  // block's outputs instead of a zeroing pass and a bias pass.
+  float beta = 0.0f;
+  if (bias != nullptr) {
+    for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
+    beta = 1.0f;
+  }
+  const DenseOperand rows = PrepareInThread(0, inp + r0 * C, (r1 - r0) * C, format);
+  DenseProduct(Trans::kNo, Trans::kYes, r1 - r0, OC, C, rows, C, weight, C, beta, out + r0 * OC,
+               OC);
 }
 
 // out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of ProductRowBlock(N) rows.
 void MatmulForward(float* out, const float* inp, const float* weight, const float* bias, size_t N,
                    size_t C, size_t OC, DenseFormat format) {
-  const Operand a = Prepare(0, inp, N * C, format), w = Prepare(1, weight, OC * C, format);
+  thread_local OperandStore weights;
+  weights.Clear();
+  const DenseOperand w = weights.Prepare(weight, OC * C, format);
   ForBlocks(N, ProductRowBlock(N), [&](size_t r0, size_t r1) {
-    // The bias is written first and the product added to it (beta = 1): one pass over the
-    // block's outputs instead of a zeroing pass and a bias pass.
-    float beta = 0.0f;
-    if (bias != nullptr) {
-      for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
-      beta = 1.0f;
-    }
-    Product(Trans::kNo, Trans::kYes, r1 - r0, OC, C, a.At(r0 * C), C, w, C, beta, out + r0 * OC,
-            OC);
+    MatmulForwardBlock(out, inp, w, bias, r0, r1, C, OC, format);
   });
 }
 
+void MatmulInputGradBlock(float* dinp, const float* dout, DenseOperand weight, size_t r0,
+                          size_t r1, size_t C, size_t OC, Write dinp_write, DenseFormat format) {
+  const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
+  const DenseOperand rows = PrepareInThread(0, dout + r0 * OC, (r1 - r0) * OC, format);
+  DenseProduct(Trans::kNo, Trans::kNo, r1 - r0, C, OC, rows, OC, weight, C, beta, dinp + r0 * C,
+               C);
+}
+
 // dinp += dout weight (blocks of rows); dweight += dout^T inp and dbias += column sums of dout
-// (blocks of output channels, each summing over all N rows in one call).
+// (blocks of output channels, each summing over all N rows in one call: GradTasks).
 void MatmulBackward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, size_t N, size_t C, size_t OC, Write dinp_write,
                     DenseFormat format) {
-  const Operand g = Prepare(0, dout, N * OC, format), x = Prepare(1, inp, N * C, format),
-                w = Prepare(2, weight, OC * C, format);
-  const float beta = dinp_write == Write::kAccumulate ? 1.0f : 0.0f;
+  thread_local OperandStore weights;
+  weights.Clear();
+  const DenseOperand w = weights.Prepare(weight, OC * C, format);
   ForBlocks(N, ProductRowBlock(N), [&](size_t r0, size_t r1) {
-    Product(Trans::kNo, Trans::kNo, r1 - r0, C, OC, g.At(r0 * OC), OC, w, C, beta, dinp + r0 * C,
-            C);
+    MatmulInputGradBlock(dinp, dout, w, r0, r1, C, OC, dinp_write, format);
   });
-  ForBlocks(OC, kChannelBlock, [&](size_t o0, size_t o1) {
-    Product(Trans::kYes, Trans::kNo, o1 - o0, C, N, g.At(o0), OC, x, C, 1.0f, dweight + o0 * C,
-            C);
-    if (dbias == nullptr) return;
-    double sums[kChannelBlock] = {};
-    for (size_t r = 0; r < N; ++r) {
-      for (size_t o = o0; o < o1; ++o) sums[o - o0] += dout[r * OC + o];  // the fp32 gradient
-    }
-    for (size_t o = o0; o < o1; ++o) dbias[o] += static_cast<float>(sums[o - o0]);
-  });
+  thread_local GradTasks tasks;
+  tasks.AddMatmul(dweight, dbias, dout, inp, N, C, OC, format);
+  tasks.Run();
 }
 
 // out = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), evaluated as x sigmoid(2u):
@@ -339,40 +283,54 @@ void HeadRmsNormBackward(float* dinp, float* dgain, const float* dout, const flo
 
 // probs = softmax(logits) per row (max subtracted); losses = -log probs[target], computed as
 // log(sum exp(l - max)) - (l[target] - max) so that it stays finite when probs[target]
-// underflows; returns the mean loss, summed in double.
-float CrossEntropyForward(float* probs, float* losses, const float* logits, const uint8_t* targets,
-                          size_t N, size_t V) {
-  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    for (size_t r = r0; r < r1; ++r) {
-      const float* l = logits + r * V;
-      float* p = probs + r * V;
-      const float max = *std::max_element(l, l + V);
-      double sum = 0.0;
-      for (size_t v = 0; v < V; ++v) {
-        p[v] = std::exp(l[v] - max);
-        sum += p[v];
-      }
-      const float inv_sum = static_cast<float>(1.0 / sum);
-      for (size_t v = 0; v < V; ++v) p[v] *= inv_sum;
-      losses[r] = static_cast<float>(std::log(sum) - (l[targets[r]] - max));
+// underflows.
+void CrossEntropyForwardBlock(float* probs, float* losses, const float* logits,
+                              const uint8_t* targets, size_t r0, size_t r1, size_t V) {
+  for (size_t r = r0; r < r1; ++r) {
+    const float* l = logits + r * V;
+    float* p = probs + r * V;
+    const float max = *std::max_element(l, l + V);
+    double sum = 0.0;
+    for (size_t v = 0; v < V; ++v) {
+      p[v] = std::exp(l[v] - max);
+      sum += p[v];
     }
-  });
+    const float inv_sum = static_cast<float>(1.0 / sum);
+    for (size_t v = 0; v < V; ++v) p[v] *= inv_sum;
+    losses[r] = static_cast<float>(std::log(sum) - (l[targets[r]] - max));
+  }
+}
+
+float MeanLoss(const float* losses, size_t N) {
   double total = 0.0;
   for (size_t r = 0; r < N; ++r) total += losses[r];
   return static_cast<float>(total / static_cast<double>(N));
 }
 
+float CrossEntropyForward(float* probs, float* losses, const float* logits, const uint8_t* targets,
+                          size_t N, size_t V) {
+  ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
+    CrossEntropyForwardBlock(probs, losses, logits, targets, r0, r1, V);
+  });
+  return MeanLoss(losses, N);
+}
+
+void CrossEntropyBackwardBlock(float* dlogits, const float* probs, const uint8_t* targets,
+                               size_t N, size_t r0, size_t r1, size_t V) {
+  const float inv_n = 1.0f / static_cast<float>(N);
+  for (size_t r = r0; r < r1; ++r) {
+    for (size_t v = 0; v < V; ++v) {
+      const float indicator = v == targets[r] ? 1.0f : 0.0f;
+      dlogits[r * V + v] = (probs[r * V + v] - indicator) * inv_n;
+    }
+  }
+}
+
 // dlogits = (probs - onehot(target)) / N, overwriting.
 void CrossEntropyBackward(float* dlogits, const float* probs, const uint8_t* targets, size_t N,
                           size_t V) {
-  const float inv_n = 1.0f / static_cast<float>(N);
   ForBlocks(N, kRowBlock, [&](size_t r0, size_t r1) {
-    for (size_t r = r0; r < r1; ++r) {
-      for (size_t v = 0; v < V; ++v) {
-        const float indicator = v == targets[r] ? 1.0f : 0.0f;
-        dlogits[r * V + v] = (probs[r * V + v] - indicator) * inv_n;
-      }
-    }
+    CrossEntropyBackwardBlock(dlogits, probs, targets, N, r0, r1, V);
   });
 }
 

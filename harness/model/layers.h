@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "harness/model/dense_operand.h"
 #include "harness/model/dense_product.h"
 
 namespace lpattn::harness {
@@ -48,6 +49,18 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
                        const float* inp, const float* weight, const float* mean,
                        const float* rstd, size_t N, size_t C);
 
+// Block forms (docs/harness.md §1.6): the rows [r0, r1) of a layer, computed in the calling
+// thread exactly as the whole-N function computes them, for a model that chains several layers
+// in one task per block of rows. Pointers are to the whole tensors, as above. The weight
+// gradients, which sum over all rows, go to GradTasks (grad_tasks.h).
+void LayerNormForwardBlock(float* out, float* mean, float* rstd, const float* inp,
+                           const float* weight, const float* bias, size_t r0, size_t r1,
+                           size_t C);
+// dinp += the LayerNorm's input gradient of rows [r0, r1).
+void LayerNormInputGradBlock(float* dinp, const float* dout, const float* inp, const float* weight,
+                             const float* mean, const float* rstd, size_t r0, size_t r1,
+                             size_t C);
+
 // out[N,OC] = inp[N,C] weight[OC,C]^T + bias[OC] (bias may be null), through oneDNN's
 // sgemm (dense_product.h), one call per fixed block of rows, the blocks run in parallel by TBB.
 // With DenseFormat::kBf16, inp and weight enter the product rounded to bf16 (the bias is
@@ -56,6 +69,14 @@ void MatmulForward(float* out, const float* inp, const float* weight, const floa
                    size_t N, size_t C, size_t OC, DenseFormat format = DenseFormat::kFp32);
 // How a backward function writes an input gradient.
 enum class Write { kAccumulate, kOverwrite };
+// Block forms: the weight is prepared once per pass (OperandStore::Prepare, fp32: the weight
+// itself), and each block prepares its own rows of inp or dout; the forward's rows must be
+// the same blocks MatmulForward cuts (ProductRowBlock(N), for_blocks.h) for the same bits.
+void MatmulForwardBlock(float* out, const float* inp, DenseOperand weight, const float* bias,
+                        size_t r0, size_t r1, size_t C, size_t OC, DenseFormat format);
+// dinp[r0, r1) = (or +=) dout[r0, r1) weight.
+void MatmulInputGradBlock(float* dinp, const float* dout, DenseOperand weight, size_t r0,
+                          size_t r1, size_t C, size_t OC, Write dinp_write, DenseFormat format);
 
 // dinp += dout weight (or = with kOverwrite); dweight += dout^T inp; dbias += column sums of
 // dout (dbias may be null). With DenseFormat::kBf16, dout, inp and weight enter both products
@@ -91,9 +112,16 @@ void HeadRmsNormBackward(float* dinp, float* dgain, const float* dout, const flo
 // probs[N,V] is saved; losses[N] holds each row's loss; returns the mean loss.
 float CrossEntropyForward(float* probs, float* losses, const float* logits,
                           const uint8_t* targets, size_t N, size_t V);
+// Block form: probs and losses of rows [r0, r1); MeanLoss sums the losses in row order.
+void CrossEntropyForwardBlock(float* probs, float* losses, const float* logits,
+                              const uint8_t* targets, size_t r0, size_t r1, size_t V);
+float MeanLoss(const float* losses, size_t N);
 // dlogits = (probs - onehot(target)) / N (overwrites dlogits).
 void CrossEntropyBackward(float* dlogits, const float* probs, const uint8_t* targets, size_t N,
                           size_t V);
+// Block form: dlogits of rows [r0, r1) of N.
+void CrossEntropyBackwardBlock(float* dlogits, const float* probs, const uint8_t* targets,
+                               size_t N, size_t r0, size_t r1, size_t V);
 
 }  // namespace lpattn::harness
 

@@ -1,6 +1,7 @@
 // The GPT forward and backward passes (docs/harness.md §1), llm.c style: each block is a
 // sequence of layer calls over arena offsets, and the backward pass is the same sequence
-// reversed.
+// reversed. The row-wise layers between two attentions run as one task per block of rows, and
+// the weight gradients they meet as one set of tasks (docs/harness.md §1.6).
 #include "harness/model/model.h"
 
 #include <algorithm>
@@ -8,6 +9,8 @@
 #include <stdexcept>
 
 #include "harness/common/counter_rng.h"
+#include "harness/model/for_blocks.h"
+#include "harness/model/gelu.h"
 #include "harness/model/layers.h"
 
 namespace lpattn::harness {
@@ -211,93 +214,218 @@ void Gpt::Diagnose(std::vector<std::vector<HeadDiagnostics>>& per_layer,
   }
 }
 
-float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) {
-  if (batch < 1 || batch > max_batch_) throw std::invalid_argument("Gpt::Forward: bad batch");
-  const size_t C = size_t(model_.n_embd), T = size_t(model_.context), V = size_t(model_.vocab);
-  const size_t N = batch * T;
-  batch_ = batch;
-  inputs_.assign(inputs, inputs + N);
+void Gpt::PrepareWeights() {
+  const size_t C = size_t(model_.n_embd), V = size_t(model_.vocab);
+  const DenseFormat dense = dense_format();
+  const float* P = params_.data();
+  weight_operands_.Clear();
+  weights_.resize(blocks_.size());
+  for (size_t l = 0; l < blocks_.size(); ++l) {
+    const Block& b = blocks_[l];
+    weights_[l] = {weight_operands_.Prepare(P + b.qkvw, 3 * C * C, dense),
+                   weight_operands_.Prepare(P + b.attprojw, C * C, dense),
+                   weight_operands_.Prepare(P + b.fcw, 4 * C * C, dense),
+                   weight_operands_.Prepare(P + b.fcprojw, 4 * C * C, dense)};
+  }
+  head_weight_ = weight_operands_.Prepare(P + wte_, V * C, dense);
+}
+
+void Gpt::QkvRows(size_t l, const float* residual, size_t r0, size_t r1) {
+  const size_t C = size_t(model_.n_embd);
   const float* P = params_.data();
   float* A = acts_.data();
-  const DenseFormat dense = dense_format();
-  const ArmShape shape{batch, T, C, size_t(model_.n_head), dense};
+  const Block& b = blocks_[l];
+  LayerNormForwardBlock(A + b.ln1, A + b.ln1_mean, A + b.ln1_rstd, residual, P + b.ln1w,
+                        P + b.ln1b, r0, r1, C);
+  MatmulForwardBlock(A + b.qkv, A + b.ln1, weights_[l].qkv, P + b.qkvb, r0, r1, C, 3 * C,
+                     dense_format());
+}
 
-  const float* wpe = Rotary() ? nullptr : P + wpe_;
-  const size_t H = size_t(model_.n_head);
-  EncoderForward(A + encoded_, inputs, P + wte_, wpe, batch, T, C);
-  const float* residual = A + encoded_;
-  for (const Block& b : blocks_) {
-    LayerNormForward(A + b.ln1, A + b.ln1_mean, A + b.ln1_rstd, residual, P + b.ln1w, P + b.ln1b, N, C);
-    MatmulForward(A + b.qkv, A + b.ln1, P + b.qkvw, P + b.qkvb, N, C, 3 * C, dense);
+void Gpt::MlpRows(size_t l, size_t r0, size_t r1) {
+  const size_t C = size_t(model_.n_embd);
+  const DenseFormat dense = dense_format();
+  const float* P = params_.data();
+  float* A = acts_.data();
+  const Block& b = blocks_[l];
+  const BlockWeights& w = weights_[l];
+  const float* residual = A + (l == 0 ? encoded_ : blocks_[l - 1].res3);
+  const auto add = [&](float* out, const float* x, const float* y) {
+    for (size_t i = r0 * C; i < r1 * C; ++i) out[i] = x[i] + y[i];
+  };
+  MatmulForwardBlock(A + b.attproj, A + b.atty, w.attproj, P + b.attprojb, r0, r1, C, C, dense);
+  add(A + b.res2, residual, A + b.attproj);
+  LayerNormForwardBlock(A + b.ln2, A + b.ln2_mean, A + b.ln2_rstd, A + b.res2, P + b.ln2w,
+                        P + b.ln2b, r0, r1, C);
+  MatmulForwardBlock(A + b.fch, A + b.ln2, w.fc, P + b.fcb, r0, r1, C, 4 * C, dense);
+  GeluForwardSimd(A + b.fch_gelu + r0 * 4 * C, A + b.fch + r0 * 4 * C, (r1 - r0) * 4 * C);
+  MatmulForwardBlock(A + b.fcproj, A + b.fch_gelu, w.fcproj, P + b.fcprojb, r0, r1, 4 * C, C,
+                     dense);
+  add(A + b.res3, A + b.res2, A + b.fcproj);
+}
+
+void Gpt::HeadRows(const float* residual, const uint8_t* targets, size_t r0, size_t r1) {
+  const size_t C = size_t(model_.n_embd), V = size_t(model_.vocab);
+  const float* P = params_.data();
+  float* A = acts_.data();
+  LayerNormForwardBlock(A + lnf_, A + lnf_mean_, A + lnf_rstd_, residual, P + lnfw_, P + lnfb_,
+                        r0, r1, C);
+  MatmulForwardBlock(A + logits_, A + lnf_, head_weight_, nullptr, r0, r1, C, V,
+                     dense_format());  // the tied head
+  if (targets != nullptr) {
+    CrossEntropyForwardBlock(A + probs_, A + losses_, A + logits_, targets, r0, r1, V);
+  }
+}
+
+float Gpt::Forward(const uint8_t* inputs, const uint8_t* targets, size_t batch) {
+  if (batch < 1 || batch > max_batch_) throw std::invalid_argument("Gpt::Forward: bad batch");
+  const size_t C = size_t(model_.n_embd), T = size_t(model_.context);
+  const size_t N = batch * T, rows = ProductRowBlock(N);
+  batch_ = batch;
+  inputs_.assign(inputs, inputs + N);
+  if (targets != nullptr) {
+    targets_.assign(targets, targets + N);
+  } else {
+    targets_.clear();
+  }
+  const float* P = params_.data();
+  float* A = acts_.data();
+  const ArmShape shape{batch, T, C, size_t(model_.n_head), dense_format()};
+  const size_t H = size_t(model_.n_head), L = blocks_.size();
+  PrepareWeights();
+
+  // docs/harness.md §1.6: a parallel pass of row blocks from each attention to the next.
+  EncoderForward(A + encoded_, inputs, P + wte_, Rotary() ? nullptr : P + wpe_, batch, T, C);
+  ForBlocks(N, rows, [&](size_t r0, size_t r1) { QkvRows(0, A + encoded_, r0, r1); });
+  for (size_t l = 0; l < L; ++l) {
+    const Block& b = blocks_[l];
     if (Rotary()) RopeForward(A + b.qkv, rope_, batch, T, C, H);  // q, k rotated in place
-    const int l = int(&b - blocks_.data());
-    if (interference_.Corrupts(l)) {  // docs/harness.md §1.5: before any value gate reads V
-      CorruptValues(interference_, l, first_window_, A + b.qkv, batch, T, C, H,
-                    LayerCorruption(size_t(l)));
+    if (interference_.Corrupts(int(l))) {  // docs/harness.md §1.5: before any value gate reads V
+      CorruptValues(interference_, int(l), first_window_, A + b.qkv, batch, T, C, H,
+                    LayerCorruption(l));
     }
     arm_->Forward(shape, P + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty);
-    MatmulForward(A + b.attproj, A + b.atty, P + b.attprojw, P + b.attprojb, N, C, C, dense);
-    ResidualForward(A + b.res2, residual, A + b.attproj, N * C);
-    LayerNormForward(A + b.ln2, A + b.ln2_mean, A + b.ln2_rstd, A + b.res2, P + b.ln2w, P + b.ln2b, N, C);
-    MatmulForward(A + b.fch, A + b.ln2, P + b.fcw, P + b.fcb, N, C, 4 * C, dense);
-    GeluForward(A + b.fch_gelu, A + b.fch, N * 4 * C);
-    MatmulForward(A + b.fcproj, A + b.fch_gelu, P + b.fcprojw, P + b.fcprojb, N, 4 * C, C,
-                  dense);
-    ResidualForward(A + b.res3, A + b.res2, A + b.fcproj, N * C);
-    residual = A + b.res3;
+    ForBlocks(N, rows, [&](size_t r0, size_t r1) {
+      MlpRows(l, r0, r1);
+      if (l + 1 < L) {
+        QkvRows(l + 1, A + b.res3, r0, r1);
+      } else {
+        HeadRows(A + b.res3, targets, r0, r1);
+      }
+    });
   }
-  LayerNormForward(A + lnf_, A + lnf_mean_, A + lnf_rstd_, residual, P + lnfw_, P + lnfb_, N, C);
-  MatmulForward(A + logits_, A + lnf_, P + wte_, nullptr, N, C, V, dense);  // the tied head
-  if (targets == nullptr) {
-    targets_.clear();
-    return 0.0f;
-  }
-  targets_.assign(targets, targets + N);
-  return CrossEntropyForward(A + probs_, A + losses_, A + logits_, targets, N, V);
+  return targets == nullptr ? 0.0f : MeanLoss(A + losses_, N);
+}
+
+void Gpt::MlpBackwardRows(size_t l, size_t r0, size_t r1) {
+  // Activation gradients are not zeroed as a whole: each one's first writer overwrites it
+  // (Write::kOverwrite, a copy, or the arm's dqkv), and only ln1, to which the arm may add
+  // (outgate's gate reads ln1) before the qkv product, is zeroed. The residual's backward is
+  // no function: the gradient of a residual sum reaches its branch by pointer (d fcproj =
+  // d res3, d attproj = d res2) and its skip path by a copy, so the fcproj and attproj slots
+  // of the gradient arena stay unused.
+  const size_t C = size_t(model_.n_embd);
+  const DenseFormat dense = dense_format();
+  const float* P = params_.data();
+  const float* A = acts_.data();
+  float* D = dacts_.data();
+  const Block& b = blocks_[l];
+  const BlockWeights& w = weights_[l];
+  std::copy(D + b.res3 + r0 * C, D + b.res3 + r1 * C, D + b.res2 + r0 * C);
+  MatmulInputGradBlock(D + b.fch_gelu, D + b.res3, w.fcproj, r0, r1, 4 * C, C, Write::kOverwrite,
+                       dense);
+  GeluBackwardSimd(D + b.fch + r0 * 4 * C, A + b.fch + r0 * 4 * C, D + b.fch_gelu + r0 * 4 * C,
+                   (r1 - r0) * 4 * C, false);
+  MatmulInputGradBlock(D + b.ln2, D + b.fch, w.fc, r0, r1, C, 4 * C, Write::kOverwrite, dense);
+  LayerNormInputGradBlock(D + b.res2, D + b.ln2, A + b.res2, P + b.ln2w, A + b.ln2_mean,
+                          A + b.ln2_rstd, r0, r1, C);
+  MatmulInputGradBlock(D + b.atty, D + b.res2, w.attproj, r0, r1, C, C, Write::kOverwrite, dense);
+  std::fill(D + b.ln1 + r0 * C, D + b.ln1 + r1 * C, 0.0f);
+}
+
+void Gpt::AddMlpGrads(size_t l) {
+  const size_t C = size_t(model_.n_embd), N = batch_ * size_t(model_.context);
+  const DenseFormat dense = dense_format();
+  const float* A = acts_.data();
+  const float* D = dacts_.data();
+  float* G = grads_.data();
+  const Block& b = blocks_[l];
+  grad_tasks_.AddMatmul(G + b.fcprojw, G + b.fcprojb, D + b.res3, A + b.fch_gelu, N, 4 * C, C,
+                        dense);
+  grad_tasks_.AddMatmul(G + b.fcw, G + b.fcb, D + b.fch, A + b.ln2, N, C, 4 * C, dense);
+  grad_tasks_.AddLayerNorm(G + b.ln2w, G + b.ln2b, D + b.ln2, A + b.res2, A + b.ln2_mean,
+                           A + b.ln2_rstd, N, C);
+  grad_tasks_.AddMatmul(G + b.attprojw, G + b.attprojb, D + b.res2, A + b.atty, N, C, C, dense);
+}
+
+void Gpt::QkvBackwardRows(size_t l, size_t r0, size_t r1) {
+  const size_t C = size_t(model_.n_embd);
+  const float* P = params_.data();
+  const float* A = acts_.data();
+  float* D = dacts_.data();
+  const Block& b = blocks_[l];
+  const size_t residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
+  MatmulInputGradBlock(D + b.ln1, D + b.qkv, weights_[l].qkv, r0, r1, C, 3 * C,
+                       Write::kAccumulate, dense_format());
+  std::copy(D + b.res2 + r0 * C, D + b.res2 + r1 * C, D + residual + r0 * C);
+  LayerNormInputGradBlock(D + residual, D + b.ln1, A + residual, P + b.ln1w, A + b.ln1_mean,
+                          A + b.ln1_rstd, r0, r1, C);
+}
+
+void Gpt::AddQkvGrads(size_t l) {
+  const size_t C = size_t(model_.n_embd), N = batch_ * size_t(model_.context);
+  const float* A = acts_.data();
+  const float* D = dacts_.data();
+  float* G = grads_.data();
+  const Block& b = blocks_[l];
+  const size_t residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
+  grad_tasks_.AddMatmul(G + b.qkvw, G + b.qkvb, D + b.qkv, A + b.ln1, N, C, 3 * C,
+                        dense_format());
+  grad_tasks_.AddLayerNorm(G + b.ln1w, G + b.ln1b, D + b.ln1, A + residual, A + b.ln1_mean,
+                           A + b.ln1_rstd, N, C);
+}
+
+void Gpt::HeadBackwardRows(size_t r0, size_t r1) {
+  const size_t C = size_t(model_.n_embd), V = size_t(model_.vocab);
+  const size_t N = batch_ * size_t(model_.context);
+  const float* P = params_.data();
+  const float* A = acts_.data();
+  float* D = dacts_.data();
+  const Block& last = blocks_.back();
+  CrossEntropyBackwardBlock(D + logits_, A + probs_, targets_.data(), N, r0, r1, V);
+  MatmulInputGradBlock(D + lnf_, D + logits_, head_weight_, r0, r1, C, V, Write::kOverwrite,
+                       dense_format());
+  std::fill(D + last.res3 + r0 * C, D + last.res3 + r1 * C, 0.0f);
+  LayerNormInputGradBlock(D + last.res3, D + lnf_, A + last.res3, P + lnfw_, A + lnf_mean_,
+                          A + lnf_rstd_, r0, r1, C);
 }
 
 void Gpt::Backward() {
   if (targets_.empty()) throw std::logic_error("Gpt::Backward needs a Forward with targets");
-  const size_t C = size_t(model_.n_embd), T = size_t(model_.context), V = size_t(model_.vocab);
-  const size_t N = batch_ * T;
-  const DenseFormat dense = dense_format();
-  const ArmShape shape{batch_, T, C, size_t(model_.n_head), dense};
+  const size_t C = size_t(model_.n_embd), T = size_t(model_.context);
+  const size_t N = batch_ * T, rows = ProductRowBlock(N), L = blocks_.size();
+  const ArmShape shape{batch_, T, C, size_t(model_.n_head), dense_format()};
   const float* P = params_.data();
   const float* A = acts_.data();
   float* G = grads_.data();
   float* D = dacts_.data();
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
-  // Activation gradients are not zeroed as a whole: each one's first writer overwrites it
-  // (Write::kOverwrite, a copy, or the arm's dqkv), and only the two whose first writer
-  // accumulates (the final LayerNorm's dinp, and ln1 where the arm may add) are zeroed. The
-  // residual's backward is no function: the gradient of a residual sum reaches its branch by
-  // pointer (d fcproj = d res3, d attproj = d res2) and its skip path by a copy, so the
-  // fcproj and attproj slots of the gradient arena stay unused.
-  const auto zero = [&](size_t offset) { std::fill_n(D + offset, N * C, 0.0f); };
-  const auto copy = [&](size_t from, size_t to) { std::copy_n(D + from, N * C, D + to); };
+  ForBlocks(grads_.size(), size_t(1) << 16,
+            [&](size_t i0, size_t i1) { std::fill(G + i0, G + i1, 0.0f); });
+  PrepareWeights();  // the parameters are those of the Forward; the store is the same
 
-  CrossEntropyBackward(D + logits_, A + probs_, targets_.data(), N, V);
-  const Block& last = blocks_.back();
-  MatmulBackward(D + lnf_, G + wte_, nullptr, D + logits_, A + lnf_, P + wte_, N, C, V,
-                 Write::kOverwrite, dense);
-  zero(last.res3);
-  LayerNormBackward(D + last.res3, G + lnfw_, G + lnfb_, D + lnf_, A + last.res3, P + lnfw_,
-                    A + lnf_mean_, A + lnf_rstd_, N, C);
-  for (size_t l = blocks_.size(); l-- > 0;) {
+  // docs/harness.md §1.6: a pass of row blocks from each attention's gradient back to the
+  // previous one, then the weight gradients of the layers it crossed as one set of tasks.
+  ForBlocks(N, rows, [&](size_t r0, size_t r1) {
+    HeadBackwardRows(r0, r1);
+    MlpBackwardRows(L - 1, r0, r1);
+  });
+  grad_tasks_.AddMatmul(G + wte_, nullptr, D + logits_, A + lnf_, N, C, size_t(model_.vocab),
+                        dense_format());
+  grad_tasks_.AddLayerNorm(G + lnfw_, G + lnfb_, D + lnf_, A + blocks_.back().res3,
+                           A + lnf_mean_, A + lnf_rstd_, N, C);
+  AddMlpGrads(L - 1);
+  grad_tasks_.Run();
+  for (size_t l = L; l-- > 0;) {
     const Block& b = blocks_[l];
-    const size_t residual = l == 0 ? encoded_ : blocks_[l - 1].res3;
-    copy(b.res3, b.res2);
-    MatmulBackward(D + b.fch_gelu, G + b.fcprojw, G + b.fcprojb, D + b.res3, A + b.fch_gelu,
-                   P + b.fcprojw, N, 4 * C, C, Write::kOverwrite, dense);
-    GeluBackward(D + b.fch, A + b.fch, D + b.fch_gelu, N * 4 * C, Write::kOverwrite);
-    MatmulBackward(D + b.ln2, G + b.fcw, G + b.fcb, D + b.fch, A + b.ln2, P + b.fcw, N, C, 4 * C,
-                   Write::kOverwrite, dense);
-    LayerNormBackward(D + b.res2, G + b.ln2w, G + b.ln2b, D + b.ln2, A + b.res2, P + b.ln2w,
-                      A + b.ln2_mean, A + b.ln2_rstd, N, C);
-    copy(b.res2, residual);
-    MatmulBackward(D + b.atty, G + b.attprojw, G + b.attprojb, D + b.res2, A + b.atty,
-                   P + b.attprojw, N, C, C, Write::kOverwrite, dense);
-    zero(b.ln1);  // the arm may add to it (outgate's gate reads ln1) before the qkv product
     arm_->Backward(shape, P + b.arm, G + b.arm, A + b.qkv, A + b.ln1, A + b.arm_act, A + b.atty,
                    D + b.atty, D + b.qkv, D + b.ln1);
     if (interference_.Corrupts(int(l))) {
@@ -305,10 +433,13 @@ void Gpt::Backward() {
                             D + b.qkv, batch_, T, C, size_t(model_.n_head));
     }
     if (Rotary()) RopeBackward(D + b.qkv, rope_, batch_, T, C, size_t(model_.n_head));
-    MatmulBackward(D + b.ln1, G + b.qkvw, G + b.qkvb, D + b.qkv, A + b.ln1, P + b.qkvw, N, C,
-                   3 * C, Write::kAccumulate, dense);
-    LayerNormBackward(D + residual, G + b.ln1w, G + b.ln1b, D + b.ln1, A + residual, P + b.ln1w,
-                      A + b.ln1_mean, A + b.ln1_rstd, N, C);
+    ForBlocks(N, rows, [&](size_t r0, size_t r1) {
+      QkvBackwardRows(l, r0, r1);
+      if (l > 0) MlpBackwardRows(l - 1, r0, r1);
+    });
+    AddQkvGrads(l);
+    if (l > 0) AddMlpGrads(l - 1);
+    grad_tasks_.Run();
   }
   EncoderBackward(G + wte_, Rotary() ? nullptr : G + wpe_, D + encoded_, inputs_.data(), batch_, T,
                   C);

@@ -13,6 +13,8 @@
 
 #include "harness/model/attention_arm.h"
 #include "harness/model/config.h"
+#include "harness/model/dense_operand.h"
+#include "harness/model/grad_tasks.h"
 #include "harness/model/interference.h"
 #include "harness/model/layers.h"
 
@@ -84,6 +86,31 @@ class Gpt {
   };
   void Layout(size_t max_batch);
 
+  // The fused passes (docs/harness.md §1.6): each stretch of row-wise layers runs as one task
+  // per block of rows, and the weight gradients of a stretch as one set of tasks.
+  // The dense products' weights as dense_format() reads them, prepared once per pass.
+  struct BlockWeights {
+    DenseOperand qkv, attproj, fc, fcproj;
+  };
+  void PrepareWeights();
+  // Rows [r0, r1) of LN1 and the qkv product of block l, from its residual input.
+  void QkvRows(size_t l, const float* residual, size_t r0, size_t r1);
+  // Rows [r0, r1) of block l after its attention: attproj, the residual sum, LN2, fc, GELU,
+  // fcproj and the second residual sum.
+  void MlpRows(size_t l, size_t r0, size_t r1);
+  // Rows [r0, r1) of the final LayerNorm, the head and (targets not null) the loss.
+  void HeadRows(const float* residual, const uint8_t* targets, size_t r0, size_t r1);
+  // The input gradients of MlpRows from d res3 down to d atty (and ln1's rows zeroed for the
+  // arm, which may add to them), rows [r0, r1); AddMlpGrads queues its weight gradients.
+  void MlpBackwardRows(size_t l, size_t r0, size_t r1);
+  void AddMlpGrads(size_t l);
+  // The input gradients of QkvRows from d qkv (after the arm) down to d residual, rows [r0, r1);
+  // AddQkvGrads queues its weight gradients.
+  void QkvBackwardRows(size_t l, size_t r0, size_t r1);
+  void AddQkvGrads(size_t l);
+  // The loss's, head's and final LayerNorm's input gradients, rows [r0, r1).
+  void HeadBackwardRows(size_t r0, size_t r1);
+
   ModelConfig model_;
   DenseFormat dense_ = DenseFormat::kFp32;
   std::unique_ptr<AttentionArm> arm_;
@@ -110,6 +137,10 @@ class Gpt {
   }
   bool Rotary() const { return wpe_ == kNoTensor; }
   size_t encoded_, lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
+  OperandStore weight_operands_;
+  std::vector<BlockWeights> weights_;
+  DenseOperand head_weight_;
+  GradTasks grad_tasks_;
 };
 
 }  // namespace lpattn::harness

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "harness/model/for_blocks.h"
+#include "harness/model/grad_tasks.h"
 #include "harness/model/layers.h"
 #include "kernels/attention.h"
 
@@ -582,6 +584,65 @@ TEST(LayersDeterminism, RowParallelLayersSameBitsForOneAndTwoThreads) {
   tbb::task_arena(2).execute([&] { two = run(); });
   ASSERT_EQ(one.size(), two.size());
   for (size_t k = 0; k < one.size(); ++k) EXPECT_TRUE(SameBits(one[k], two[k])) << "output " << k;
+}
+
+// The pieces of the model's fused passes (docs/harness.md §1.6): row blocks of a matmul and a
+// LayerNorm chained in one task per block, and the weight gradients of two layers gathered in
+// one GradTasks run, give the bits of the layer calls, for fp32 and bf16 products and one or
+// two threads.
+TEST(LayersBlocks, FusedPiecesMatchTheLayerCalls) {
+  const Vec x = Random(kBigN * kBigC, 100), weight = Random(kBigOC * kBigC, 101);
+  const Vec bias = Random(kBigOC, 102), dout = Random(kBigN * kBigOC, 103);
+  const Vec ln_w = Random(kBigC, 104, 0.5f, 1.5f), ln_b = Random(kBigC, 105);
+  const Vec ln_dout = Random(kBigN * kBigC, 106);
+  for (const DenseFormat format : {DenseFormat::kFp32, DenseFormat::kBf16}) {
+    // The layer calls, one after another.
+    Vec ln(kBigN * kBigC), mean(kBigN), rstd(kBigN), out(kBigN * kBigOC);
+    Vec dln(kBigN * kBigC), dw(kBigOC * kBigC), db(kBigOC), dx(kBigN * kBigC), dlw(kBigC),
+        dlb(kBigC);
+    LayerNormForward(ln.data(), mean.data(), rstd.data(), x.data(), ln_w.data(), ln_b.data(),
+                     kBigN, kBigC);
+    MatmulForward(out.data(), ln.data(), weight.data(), bias.data(), kBigN, kBigC, kBigOC, format);
+    MatmulBackward(dln.data(), dw.data(), db.data(), dout.data(), ln.data(), weight.data(), kBigN,
+                   kBigC, kBigOC, Write::kOverwrite, format);
+    LayerNormBackward(dx.data(), dlw.data(), dlb.data(), ln_dout.data(), x.data(), ln_w.data(),
+                      mean.data(), rstd.data(), kBigN, kBigC);
+    for (const int threads : {1, 2}) {
+      Vec ln2(kBigN * kBigC), mean2(kBigN), rstd2(kBigN), out2(kBigN * kBigOC);
+      Vec dln2(kBigN * kBigC), dw2(kBigOC * kBigC), db2(kBigOC), dx2(kBigN * kBigC), dlw2(kBigC),
+          dlb2(kBigC);
+      tbb::task_arena(threads).execute([&] {
+        OperandStore store;
+        const DenseOperand w = store.Prepare(weight.data(), kBigOC * kBigC, format);
+        ForBlocks(kBigN, ProductRowBlock(kBigN), [&](size_t r0, size_t r1) {
+          LayerNormForwardBlock(ln2.data(), mean2.data(), rstd2.data(), x.data(), ln_w.data(),
+                                ln_b.data(), r0, r1, kBigC);
+          MatmulForwardBlock(out2.data(), ln2.data(), w, bias.data(), r0, r1, kBigC, kBigOC,
+                             format);
+          MatmulInputGradBlock(dln2.data(), dout.data(), w, r0, r1, kBigC, kBigOC,
+                               Write::kOverwrite, format);
+          LayerNormInputGradBlock(dx2.data(), ln_dout.data(), x.data(), ln_w.data(),
+                                  mean2.data(), rstd2.data(), r0, r1, kBigC);
+        });
+        GradTasks tasks;
+        tasks.AddMatmul(dw2.data(), db2.data(), dout.data(), ln2.data(), kBigN, kBigC, kBigOC,
+                        format);
+        tasks.AddLayerNorm(dlw2.data(), dlb2.data(), ln_dout.data(), x.data(), mean2.data(),
+                           rstd2.data(), kBigN, kBigC);
+        tasks.Run();
+      });
+      const std::string name =
+          std::string(DenseFormatName(format)) + ", " + std::to_string(threads) + " thread(s)";
+      EXPECT_TRUE(SameBits(ln, ln2)) << name;
+      EXPECT_TRUE(SameBits(out, out2)) << name;
+      EXPECT_TRUE(SameBits(dln, dln2)) << name;
+      EXPECT_TRUE(SameBits(dw, dw2)) << name;
+      EXPECT_TRUE(SameBits(db, db2)) << name;
+      EXPECT_TRUE(SameBits(dx, dx2)) << name;
+      EXPECT_TRUE(SameBits(dlw, dlw2)) << name;
+      EXPECT_TRUE(SameBits(dlb, dlb2)) << name;
+    }
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -527,6 +528,54 @@ TEST(Model, InitIsDeterministic) {
   EXPECT_EQ(a.params(), b.params());
   b.InitParams(4);
   EXPECT_NE(a.params(), b.params());
+}
+
+// The fused passes (docs/harness.md §1.6) cut the batch into several row blocks here (24
+// windows of 16: 384 rows, blocks of 64) and gather several layers' weight gradients into one
+// set of tasks: a step's loss, gradients and logits must not depend on the thread count, for
+// fp32 and bf16 products, rotary positions, and an arm that adds to ln1's gradient (outgate).
+TEST(Model, StepIsBitIdenticalForOneAndTwoThreads) {
+  struct Case {
+    const char* arm;
+    DenseFormat dense;
+    const char* pos;
+  };
+  for (const Case& c : {Case{"exact", DenseFormat::kFp32, "learned"},
+                        Case{"outgate+normgate", DenseFormat::kFp32, "rope"},
+                        Case{"exact", DenseFormat::kBf16, "learned"}}) {
+    ModelConfig shape = SmallModel();
+    shape.n_layer = 3;
+    shape.context = 16;
+    shape.pos = c.pos;
+    const size_t B = 24;
+    const Batch batch = MakeBatch(B, size_t(shape.context), 5);
+    struct Step {
+      float loss = 0.0f;
+      std::vector<float> grads, logits;
+    };
+    auto run = [&](int threads) {
+      Step step;
+      tbb::task_arena(threads).execute([&] {
+        Gpt model(shape, c.arm, B);
+        model.SetDenseFormat(c.dense);
+        model.InitParams(8);
+        for (float& p : model.params()) p *= 5.0f;
+        step.loss = model.Forward(batch.inputs.data(), batch.targets.data(), B);
+        model.Backward();
+        step.grads = model.grads();
+        const float* logits = model.logits();
+        step.logits.assign(logits, logits + B * size_t(shape.context) * 256);
+      });
+      return step;
+    };
+    const Step one = run(1), two = run(2);
+    const std::string name = std::string(c.arm) + " " + DenseFormatName(c.dense) + " " + c.pos;
+    EXPECT_TRUE(std::isfinite(one.loss)) << name;
+    EXPECT_EQ(std::memcmp(&one.loss, &two.loss, sizeof(float)), 0) << name;
+    EXPECT_EQ(one.grads, two.grads) << name;
+    EXPECT_EQ(one.logits, two.logits) << name;
+    EXPECT_NE(*std::max_element(one.grads.begin(), one.grads.end()), 0.0f) << name;
+  }
 }
 
 }  // namespace
