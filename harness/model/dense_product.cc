@@ -6,7 +6,6 @@
 #include <omp.h>
 
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -14,14 +13,6 @@
 
 namespace lpattn::harness {
 namespace {
-
-// Round to nearest even on the upper 16 bits: add 0x7FFF plus the lowest kept bit, then clear
-// the low half. A NaN is kept quiet instead (the carry could turn it into an infinity).
-inline uint32_t RoundedBf16Bits(uint32_t bits) {
-  const bool nan = (bits & 0x7FFFFFFFu) > 0x7F800000u;
-  const uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) & 0xFFFF0000u;
-  return nan ? (bits | 0x00400000u) & 0xFFFF0000u : rounded;
-}
 
 char TransFlag(Trans trans) { return trans == Trans::kYes ? 'T' : 'N'; }
 
@@ -98,14 +89,6 @@ bool NativeBf16Products() {
   return native;
 }
 
-void EncodeBf16Values(const float* in, uint16_t* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, in + i, sizeof(bits));
-    out[i] = uint16_t(RoundedBf16Bits(bits) >> 16);
-  }
-}
-
 void GemmBf16(Trans trans_a, Trans trans_b, size_t m, size_t n, size_t k, const uint16_t* a,
               size_t lda, const uint16_t* b, size_t ldb, float beta, float* c, size_t ldc) {
   if (!NativeBf16Products()) {
@@ -138,15 +121,6 @@ DenseFormat ParseDenseFormat(const std::string& name) {
 
 const char* DenseFormatName(DenseFormat format) {
   return format == DenseFormat::kBf16 ? "bf16" : "fp32";
-}
-
-void RoundToBf16(const float* in, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, in + i, sizeof(bits));
-    bits = RoundedBf16Bits(bits);
-    std::memcpy(out + i, &bits, sizeof(bits));
-  }
 }
 
 void Sgemm(Trans trans_a, Trans trans_b, size_t m, size_t n, size_t k, const float* a, size_t lda,

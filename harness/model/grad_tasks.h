@@ -18,9 +18,9 @@ namespace lpattn::harness {
 class GradTasks {
  public:
   // dweight[OC,C] += dout[N,OC]^T inp[N,C] and dbias[OC] += column sums of dout (in double;
-  // dbias may be null): a task per block of 64 output channels, one sgemm call over all N rows
-  // each. With DenseFormat::kBf16 dout and inp are prepared now (in parallel) and kept until
-  // Run; dbias sums the fp32 dout.
+  // dbias may be null): a task per block of output channels (64, fewer for inputs wider than
+  // 128, down to 32), one sgemm call over all N rows each. With DenseFormat::kBf16 dout and
+  // inp are prepared now (in parallel) and kept until Run; dbias sums the fp32 dout.
   void AddMatmul(float* dweight, float* dbias, const float* dout, const float* inp, size_t N,
                  size_t C, size_t OC, DenseFormat format);
   // LayerNorm's dweight[c] += sum over rows of (inp - mean) rstd dout and dbias[c] += sum of

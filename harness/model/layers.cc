@@ -5,6 +5,7 @@
 // layers have block forms, which the model chains per block of rows (docs/harness.md §1.6).
 #include "harness/model/layers.h"
 
+#include "harness/model/cross_entropy_rows.h"
 #include "harness/model/dense_operand.h"
 #include "harness/model/for_blocks.h"
 #include "harness/model/gelu.h"
@@ -152,18 +153,35 @@ void LayerNormBackward(float* dinp, float* dweight, float* dbias, const float* d
   tasks.Run();
 }
 
-void MatmulForwardBlock(float* out, const float* inp, DenseOperand weight, const float* bias,
-                        size_t r0, size_t r1, size_t C, size_t OC, DenseFormat format) {
-  // The bias is written first and the product added to it (beta = 1): one pass over the
-  // block's outputs instead of a zeroing pass and a bias pass.
-  float beta = 0.0f;
-  if (bias != nullptr) {
-    for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
-    beta = 1.0f;
-  }
+namespace {
+
+// Rows [r0, r1) of out = base + inp weight^T: the base (bias rows, or residual + bias) written
+// first and the product added to it (beta = 1), one pass over the block's outputs instead of a
+// product pass and an addition pass.
+void ProductOntoBase(float* out, const float* inp, DenseOperand weight, float beta, size_t r0,
+                     size_t r1, size_t C, size_t OC, DenseFormat format) {
   const DenseOperand rows = PrepareInThread(0, inp + r0 * C, (r1 - r0) * C, format);
   DenseProduct(Trans::kNo, Trans::kYes, r1 - r0, OC, C, rows, C, weight, C, beta, out + r0 * OC,
                OC);
+}
+
+}  // namespace
+
+void MatmulForwardBlock(float* out, const float* inp, DenseOperand weight, const float* bias,
+                        size_t r0, size_t r1, size_t C, size_t OC, DenseFormat format) {
+  if (bias != nullptr) {
+    for (size_t r = r0; r < r1; ++r) std::copy_n(bias, OC, out + r * OC);
+  }
+  ProductOntoBase(out, inp, weight, bias != nullptr ? 1.0f : 0.0f, r0, r1, C, OC, format);
+}
+
+void MatmulResidualBlock(float* out, const float* residual, const float* inp, DenseOperand weight,
+                         const float* bias, size_t r0, size_t r1, size_t C, size_t OC,
+                         DenseFormat format) {
+  for (size_t r = r0; r < r1; ++r) {
+    for (size_t o = 0; o < OC; ++o) out[r * OC + o] = residual[r * OC + o] + bias[o];
+  }
+  ProductOntoBase(out, inp, weight, 1.0f, r0, r1, C, OC, format);
 }
 
 // out[N,OC] = inp[N,C] weight[OC,C]^T + bias, by blocks of ProductRowBlock(N) rows.
@@ -283,22 +301,10 @@ void HeadRmsNormBackward(float* dinp, float* dgain, const float* dout, const flo
 
 // probs = softmax(logits) per row (max subtracted); losses = -log probs[target], computed as
 // log(sum exp(l - max)) - (l[target] - max) so that it stays finite when probs[target]
-// underflows.
+// underflows (cross_entropy_rows.h).
 void CrossEntropyForwardBlock(float* probs, float* losses, const float* logits,
                               const uint8_t* targets, size_t r0, size_t r1, size_t V) {
-  for (size_t r = r0; r < r1; ++r) {
-    const float* l = logits + r * V;
-    float* p = probs + r * V;
-    const float max = *std::max_element(l, l + V);
-    double sum = 0.0;
-    for (size_t v = 0; v < V; ++v) {
-      p[v] = std::exp(l[v] - max);
-      sum += p[v];
-    }
-    const float inv_sum = static_cast<float>(1.0 / sum);
-    for (size_t v = 0; v < V; ++v) p[v] *= inv_sum;
-    losses[r] = static_cast<float>(std::log(sum) - (l[targets[r]] - max));
-  }
+  CrossEntropyRowsSimd(probs + r0 * V, losses + r0, logits + r0 * V, targets + r0, r1 - r0, V);
 }
 
 float MeanLoss(const float* losses, size_t N) {

@@ -74,6 +74,11 @@ enum class Write { kAccumulate, kOverwrite };
 // the same blocks MatmulForward cuts (ProductRowBlock(N), for_blocks.h) for the same bits.
 void MatmulForwardBlock(float* out, const float* inp, DenseOperand weight, const float* bias,
                         size_t r0, size_t r1, size_t C, size_t OC, DenseFormat format);
+// A product and the residual sum after it in one: out = residual + (inp weight^T + bias), rows
+// [r0, r1) (out and residual [N, OC], bias not null); summed as (residual + bias) + the product.
+void MatmulResidualBlock(float* out, const float* residual, const float* inp, DenseOperand weight,
+                         const float* bias, size_t r0, size_t r1, size_t C, size_t OC,
+                         DenseFormat format);
 // dinp[r0, r1) = (or +=) dout[r0, r1) weight.
 void MatmulInputGradBlock(float* dinp, const float* dout, DenseOperand weight, size_t r0,
                           size_t r1, size_t C, size_t OC, Write dinp_write, DenseFormat format);

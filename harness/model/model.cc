@@ -98,14 +98,12 @@ void Gpt::Layout(size_t max_batch) {
     b.qkv = act(N * 3 * C);
     b.arm_act = act(arm_->ActivationFloats(shape));
     b.atty = act(N * C);
-    b.attproj = act(N * C);
     b.res2 = act(N * C);
     b.ln2 = act(N * C);
     b.ln2_mean = act(N);
     b.ln2_rstd = act(N);
     b.fch = act(N * 4 * C);
     b.fch_gelu = act(N * 4 * C);
-    b.fcproj = act(N * C);
     b.res3 = act(N * C);
   }
   lnfw_ = param("lnf.w", C, false);
@@ -249,18 +247,14 @@ void Gpt::MlpRows(size_t l, size_t r0, size_t r1) {
   const Block& b = blocks_[l];
   const BlockWeights& w = weights_[l];
   const float* residual = A + (l == 0 ? encoded_ : blocks_[l - 1].res3);
-  const auto add = [&](float* out, const float* x, const float* y) {
-    for (size_t i = r0 * C; i < r1 * C; ++i) out[i] = x[i] + y[i];
-  };
-  MatmulForwardBlock(A + b.attproj, A + b.atty, w.attproj, P + b.attprojb, r0, r1, C, C, dense);
-  add(A + b.res2, residual, A + b.attproj);
+  MatmulResidualBlock(A + b.res2, residual, A + b.atty, w.attproj, P + b.attprojb, r0, r1, C, C,
+                      dense);
   LayerNormForwardBlock(A + b.ln2, A + b.ln2_mean, A + b.ln2_rstd, A + b.res2, P + b.ln2w,
                         P + b.ln2b, r0, r1, C);
   MatmulForwardBlock(A + b.fch, A + b.ln2, w.fc, P + b.fcb, r0, r1, C, 4 * C, dense);
   GeluForwardSimd(A + b.fch_gelu + r0 * 4 * C, A + b.fch + r0 * 4 * C, (r1 - r0) * 4 * C);
-  MatmulForwardBlock(A + b.fcproj, A + b.fch_gelu, w.fcproj, P + b.fcprojb, r0, r1, 4 * C, C,
-                     dense);
-  add(A + b.res3, A + b.res2, A + b.fcproj);
+  MatmulResidualBlock(A + b.res3, A + b.res2, A + b.fch_gelu, w.fcproj, P + b.fcprojb, r0, r1,
+                      4 * C, C, dense);
 }
 
 void Gpt::HeadRows(const float* residual, const uint8_t* targets, size_t r0, size_t r1) {
@@ -320,9 +314,9 @@ void Gpt::MlpBackwardRows(size_t l, size_t r0, size_t r1) {
   // Activation gradients are not zeroed as a whole: each one's first writer overwrites it
   // (Write::kOverwrite, a copy, or the arm's dqkv), and only ln1, to which the arm may add
   // (outgate's gate reads ln1) before the qkv product, is zeroed. The residual's backward is
-  // no function: the gradient of a residual sum reaches its branch by pointer (d fcproj =
-  // d res3, d attproj = d res2) and its skip path by a copy, so the fcproj and attproj slots
-  // of the gradient arena stay unused.
+  // no function: the gradient of a residual sum reaches its branch by pointer (the projection's
+  // output gradient is d res3, or d res2) and its skip path by a copy; the forward adds each
+  // projection into its residual sum directly, so neither projection has an activation.
   const size_t C = size_t(model_.n_embd);
   const DenseFormat dense = dense_format();
   const float* P = params_.data();

@@ -81,8 +81,8 @@ class Gpt {
   struct Block {
     size_t ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
     size_t arm;  // the arm's parameters, in LayerParams order
-    size_t ln1, ln1_mean, ln1_rstd, qkv, arm_act, atty, attproj, res2, ln2, ln2_mean, ln2_rstd,
-        fch, fch_gelu, fcproj, res3;
+    size_t ln1, ln1_mean, ln1_rstd, qkv, arm_act, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu, res3;
   };
   void Layout(size_t max_batch);
 
@@ -95,7 +95,7 @@ class Gpt {
   void PrepareWeights();
   // Rows [r0, r1) of LN1 and the qkv product of block l, from its residual input.
   void QkvRows(size_t l, const float* residual, size_t r0, size_t r1);
-  // Rows [r0, r1) of block l after its attention: attproj, the residual sum, LN2, fc, GELU,
+  // Rows [r0, r1) of block l after its attention: attproj and the residual sum, LN2, fc, GELU,
   // fcproj and the second residual sum.
   void MlpRows(size_t l, size_t r0, size_t r1);
   // Rows [r0, r1) of the final LayerNorm, the head and (targets not null) the loss.

@@ -134,6 +134,12 @@ TEST(DenseProduct, RoundToBf16IsTheCodecsRounding) {
     }
     ASSERT_EQ(Bits(rounded[i]), Bits(expected)) << std::hex << Bits(values[i]);
   }
+  // The native path's codes are the upper halves of the same rounding.
+  std::vector<uint16_t> codes(values.size());
+  EncodeBf16Values(values.data(), codes.data(), codes.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(codes[i], Bits(rounded[i]) >> 16) << std::hex << Bits(values[i]);
+  }
   // In place, as the harness may call it.
   RoundToBf16(values.data(), values.data(), values.size());
   for (size_t i = 0; i < values.size(); ++i) {

@@ -607,6 +607,15 @@ TEST(LayersBlocks, FusedPiecesMatchTheLayerCalls) {
                    kBigC, kBigOC, Write::kOverwrite, format);
     LayerNormBackward(dx.data(), dlw.data(), dlb.data(), ln_dout.data(), x.data(), ln_w.data(),
                       mean.data(), rstd.data(), kBigN, kBigC);
+    for (size_t c = 0; c < kBigC; ++c) {  // the vectorised sums over rows (column_sums.h)
+      double w_ref = 0.0, b_ref = 0.0;
+      for (size_t r = 0; r < kBigN; ++r) {
+        b_ref += ln_dout[r * kBigC + c];
+        w_ref += (double(x[r * kBigC + c]) - mean[r]) * rstd[r] * ln_dout[r * kBigC + c];
+      }
+      ASSERT_NEAR(dlb[c], b_ref, 1e-4 * (1.0 + std::abs(b_ref))) << "LayerNorm dbias " << c;
+      ASSERT_NEAR(dlw[c], w_ref, 1e-4 * (1.0 + std::abs(w_ref))) << "LayerNorm dweight " << c;
+    }
     for (const int threads : {1, 2}) {
       Vec ln2(kBigN * kBigC), mean2(kBigN), rstd2(kBigN), out2(kBigN * kBigOC);
       Vec dln2(kBigN * kBigC), dw2(kBigOC * kBigC), db2(kBigOC), dx2(kBigN * kBigC), dlw2(kBigC),
