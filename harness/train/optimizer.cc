@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "harness/train/adamw_update.h"
 #include "tbb/blocked_range.h"
 #include "tbb/parallel_for.h"
 #include "tbb/partitioner.h"
@@ -37,26 +38,6 @@ void ForChunks(size_t count, const Body& body) {
         for (size_t c = r.begin(); c != r.end(); ++c) body(c);
       },
       tbb::simple_partitioner());
-}
-
-// The per-step scalars of the update.
-struct AdamConstants {
-  float beta1, beta2, eps, lr, bias1, bias2, clip;
-};
-
-// The AdamW update of n parameters. Separate restrict pointers and scalars held in registers
-// let the compiler vectorise it (sqrt and divide included); every element is computed by the
-// same sequence of IEEE operations either way.
-void AdamWUpdate(const AdamConstants k, const float decay, const size_t n,
-                 const float* __restrict grads, float* __restrict params, float* __restrict m,
-                 float* __restrict v) {
-  for (size_t i = 0; i < n; ++i) {
-    const float g = grads[i] * k.clip;
-    m[i] = k.beta1 * m[i] + (1.0f - k.beta1) * g;
-    v[i] = k.beta2 * v[i] + (1.0f - k.beta2) * g * g;
-    const float m_hat = m[i] / k.bias1, v_hat = v[i] / k.bias2;
-    params[i] -= k.lr * (m_hat / (std::sqrt(v_hat) + k.eps) + decay * params[i]);
-  }
 }
 
 }  // namespace
@@ -103,9 +84,9 @@ double AdamWStep(const TrainConfig& c, int64_t step, const std::vector<ParamTens
   const AdamConstants k{c.beta1, c.beta2, c.eps, lr, bias1, bias2, clip};
   ForChunks(chunks.size(), [&](size_t i) {
     const Chunk& chunk = chunks[i];
-    AdamWUpdate(k, chunk.decay ? c.weight_decay : 0.0f, chunk.end - chunk.begin,
-                grads.data() + chunk.begin, params.data() + chunk.begin,
-                state.m.data() + chunk.begin, state.v.data() + chunk.begin);
+    AdamWUpdateSimd(k, chunk.decay ? c.weight_decay : 0.0f, chunk.end - chunk.begin,
+                    grads.data() + chunk.begin, params.data() + chunk.begin,
+                    state.m.data() + chunk.begin, state.v.data() + chunk.begin);
   });
   return norm;
 }

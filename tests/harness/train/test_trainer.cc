@@ -155,6 +155,40 @@ TEST(Trainer, AdamWStepRefusesANonFiniteGradient) {
   for (size_t i = 0; i < params.size(); ++i) EXPECT_LT(params[i], float(i + 1)) << i;
 }
 
+// Three AdamW steps against the formula in double (docs/harness.md §1.2), on tensors whose
+// sizes leave vector tails, with and without weight decay, the gradient clipped in the second.
+TEST(Trainer, AdamWStepsFollowTheFormula) {
+  TrainConfig c = PresetConfig("tiny");
+  c.grad_clip = 1.0f;
+  const std::vector<ParamTensor> tensors = {{"w", 0, 37, true}, {"b", 37, 21, false}};
+  const size_t n = 58;
+  std::vector<float> params(n);
+  for (size_t i = 0; i < n; ++i) params[i] = 0.1f * float(int(i % 13) - 6);
+  std::vector<double> p_ref(params.begin(), params.end()), m_ref(n, 0.0), v_ref(n, 0.0);
+  AdamState state;
+  for (int64_t step = 0; step < 3; ++step) {
+    std::vector<float> grads(n);
+    const float size = step == 1 ? 1.0f : 0.01f;  // the second step's norm is over the clip
+    for (size_t i = 0; i < n; ++i) grads[i] = size * float(int((i * 7 + size_t(step)) % 11) - 5);
+    const double norm = AdamWStep(c, step, tensors, grads, params, state);
+    const double clip = norm > c.grad_clip ? c.grad_clip / norm : 1.0;
+    const double lr = LearningRate(c, step);
+    for (size_t i = 0; i < n; ++i) {
+      const double g = grads[i] * clip;
+      m_ref[i] = c.beta1 * m_ref[i] + (1.0 - c.beta1) * g;
+      v_ref[i] = c.beta2 * v_ref[i] + (1.0 - c.beta2) * g * g;
+      const double m_hat = m_ref[i] / (1.0 - std::pow(double(c.beta1), double(step + 1)));
+      const double v_hat = v_ref[i] / (1.0 - std::pow(double(c.beta2), double(step + 1)));
+      const double decay = i < 37 ? c.weight_decay : 0.0;
+      p_ref[i] -= lr * (m_hat / (std::sqrt(v_hat) + c.eps) + decay * p_ref[i]);
+      ASSERT_NEAR(params[i], p_ref[i], 1e-6 * (1.0 + std::abs(p_ref[i])))
+          << "step " << step << " element " << i;
+      ASSERT_NEAR(state.m[i], m_ref[i], 1e-6 * (1e-3 + std::abs(m_ref[i]))) << i;
+      ASSERT_NEAR(state.v[i], v_ref[i], 1e-5 * (1e-6 + std::abs(v_ref[i]))) << i;
+    }
+  }
+}
+
 // A step whose loss is not finite ends the run (docs/harness.md §3.2): no update is applied,
 // the last checkpoint stays as it was, summary.json says where, no attention.json is written,
 // and TrainRun returns normally (a result, not an error). Forced by resuming from a
