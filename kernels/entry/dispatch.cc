@@ -129,6 +129,10 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
           tiles(amx_bf16 && on(NativePath::kAvx512Bf16),
                 "amx_bf16 (dP, dV, dK and dQ on tdpbf16ps tiles; S too with qk=bf16)",
                 "head_dim a multiple of 32 and finite operands") +
+          tiles(dot_bf16 && on(NativePath::kAvx512Bf16),
+                "avx512_bf16 (dP, dV, dK and dQ on vdpbf16ps register tiles; S too with "
+                "qk=bf16)",
+                "head_dim a multiple of 32 and finite operands") +
           highway + " (fp32 products on the bf16-rounded operands)",
       "backward with bwd=int8 (and bwd_dp bf16): " +
           tiles(amx_bf16 && amx_int8 && on(NativePath::kAvx512Bf16),

@@ -290,7 +290,8 @@ size_t QuantizedOperands::BytesHeld() const {
   add(int_queries_);
   add(int_keys_);
   add(int8_rows_);
-  return bytes + tile_code_count_ * sizeof(uint16_t);
+  add(tile_codes_);
+  return bytes;
 }
 
 AmxScores QuantizedOperands::AmxScoresFor(const CodedKv& k) const {
@@ -359,11 +360,11 @@ bool QuantizedOperands::AmxBackwardApplies() const {
   const bool int8 = p.bwd == quant::Format::kInt8 &&
                     native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
                     native::NativePathEnabled(native::NativePath::kAmxInt8);
-  // AMX tiles only: on avx512_bf16's dot tiles this backward (its per-call layouts and two
-  // passes) took 1.8-2.3x the fp32 backward at N 1024, D 64 (AMD Zen 5, docs/performance.md
-  // §4.11), so it keeps the fp32 products there.
+  // The bf16 pair products on AMX tiles, or on avx512_bf16's dot tiles where the CPU runs a
+  // bf16 dot at an FMA's rate (AMD): 0.73-0.86x the rounded fp32 products' time on Zen 5
+  // (docs/performance.md §4.23). int8's products need AMX's int8 tiles.
   return p.path == ComputePath::kNative && (p.bwd == quant::Format::kBf16 || int8) &&
-         native::Bf16PairsOnAmx() &&
+         native::Bf16PairsEnabled() &&
          p.BackwardDpFormat() == quant::Format::kBf16 &&
          native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
          native::NativePathEnabled(native::NativePath::kAvx512Bf16);
@@ -493,9 +494,9 @@ const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64
   const size_t dim = size_t(shape_.head_dim), n = size_t(tokens);
   const size_t slices = size_t(shape_.batch * heads);
   const size_t per_slice = layout == Bf16Layout::kRows ? n * dim : dim * t_pad;
-  uint16_t* codes =
-      tile_codes_.emplace_back(hwy::AllocateAligned<uint16_t>(slices * per_slice)).get();
-  tile_code_count_ += slices * per_slice;
+  // From the pool, warm: fresh pages for the layouts cost as much as the dot tiles saved at
+  // N 4096, D 128 (docs/performance.md §4.23).
+  uint16_t* codes = tile_codes_.emplace_back(slices * per_slice).data();
   std::atomic<bool> all_finite{true};
   tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
     const size_t b = slice / size_t(heads), h = slice % size_t(heads);

@@ -14,7 +14,6 @@
 #include <deque>
 #include <vector>
 
-#include "hwy/aligned_allocator.h"
 #include "kernels/attention.h"
 #include "kernels/native/buffer_pool.h"
 #include "kernels/skeleton/attention_problem.h"
@@ -151,8 +150,7 @@ class QuantizedOperands {
   std::deque<Buffer<int16_t>> int_queries_;
   std::deque<Buffer<int32_t>> int_keys_;  // K's code sums
   std::deque<Buffer<uint8_t>> int8_rows_;
-  std::deque<hwy::AlignedFreeUniquePtr<uint16_t[]>> tile_codes_;  // written in full: no zeroing
-  size_t tile_code_count_ = 0;
+  std::deque<Buffer<uint16_t>> tile_codes_;  // written in full: no zeroing
 };
 
 }  // namespace lpattn

@@ -118,9 +118,10 @@ struct AmxPv {
   size_t key_stride = 0;
 };
 
-// docs/math.md §4.2's bf16 backward on AMX tiles (bwd = bwd_dp = bf16, head_dim a multiple of
-// 32, finite operands, amx_bf16 and avx512_bf16 enabled): the products' operands as bf16 codes
-// in the tiles' layouts, per (batch, head) slice of T tokens:
+// docs/math.md §4.2's bf16 backward on the bf16 pair products (bwd = bwd_dp = bf16, head_dim a
+// multiple of 32, finite operands, avx512_bf16 enabled, and amx_bf16 or avx512_bf16's dot tiles
+// taking the pairs: native/bf16_pair_products.h): the products' operands as bf16 codes in the
+// tiles' layouts, per (batch, head) slice of T tokens:
 //   *_rows  [T][D]             X as A (rows of channels)
 //   *_t     [D][t_pad]         X^T as A (rows of tokens), zero past T
 //   *_pairs [D/2][t_pad][2]    X^T as B (channel pairs), B(c, t) = X[t][c], zero past T

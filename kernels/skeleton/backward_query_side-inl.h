@@ -21,6 +21,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/native/amx_products.h"
+#include "kernels/native/bf16_pair_products.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
 #include "kernels/skeleton/score_bias-inl.h"
@@ -95,7 +96,7 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
   PackTransposed(q, i0, nq, dim, p.scale, kTileQ, ws.panel_a.get());
   PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, ws.panel_b.get());
   const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
-  // docs/math.md §4.2's bf16 products on AMX tiles (AmxBackward): S^T (with amx.scores) and
+  // docs/math.md §4.2's bf16 products on AMX or dot tiles (AmxBackward): S^T (with amx.scores) and
   // dP^T, key-major like the register tiles'.
   const AmxBackward& amx = p.bwd.amx;
   const bool on_tiles = kDenseGrads && amx.on;
@@ -104,17 +105,17 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
   for (size_t j0 = KeyBegin(p, i0, nq); j0 < key_end; j0 += kTileK) {
     const size_t nk = std::min(kTileK, p.kv_len - j0);
     if (on_tiles && amx.scores) {
-      native::AmxBf16ScoreTile(amx.k_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
-                               amx.q_pairs + q_slice * dim * amx.q_pad + 2 * i0, amx.q_pad,
-                               columns, dim, p.scale, ws.scores.get(), kTileQ, tail);
+      native::Bf16PairScoreTile(amx.k_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
+                                amx.q_pairs + q_slice * dim * amx.q_pad + 2 * i0, amx.q_pad,
+                                columns, dim, p.scale, ws.scores.get(), kTileQ, tail);
     } else {
       MatMul<false>({k.row(j0), k.token_stride, 1}, {ws.panel_a.get(), kTileQ},
                     {ws.scores.get(), kTileQ}, nk, columns, dim);
     }
     if (on_tiles) {
-      native::AmxBf16MatMul(amx.dp_v_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
-                            amx.dp_d_o_pairs + q_slice * dim * amx.q_pad + 2 * i0,
-                            2 * amx.q_pad, columns, dim, false, ws.grads.get(), kTileQ, tail);
+      native::Bf16PairMatMul(amx.dp_v_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
+                             amx.dp_d_o_pairs + q_slice * dim * amx.q_pad + 2 * i0, 2 * amx.q_pad,
+                             columns, dim, false, ws.grads.get(), kTileQ, tail);
     } else if constexpr (kDenseGrads) {
       MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
                     {ws.grads.get(), kTileQ}, nk, columns, dim);
@@ -211,8 +212,8 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
   }
 }
 
-// K^T of one kv head for the query side's dQ^T on AMX tiles (AmxBackward): bf16 codes, or int8
-// codes with their channels' scales.
+// K^T of one kv head for the query side's dQ^T on AMX or dot tiles (AmxBackward): bf16 codes, or
+// int8 codes with their channels' scales.
 struct AmxKeysT {
   const uint16_t* bf16 = nullptr;
   const int8_t* int8 = nullptr;
@@ -226,7 +227,7 @@ HWY_INLINE AmxKeysT AmxKeysOf(const AmxBackward& amx, size_t kv_slice, size_t di
 // One key tile of the query side (key-major S^T and dP^T, row parameters staged): dS in
 // place of dP (with kWithTerms, and the row sums' elements from the same evaluation:
 // AccumulateTerms), then dQ += dS K.
-// On AMX tiles (k_t, the kv head's K^T, set) dQ^T += K^T dS^T into the dim-major dq
+// On AMX or dot tiles (k_t, the kv head's K^T, set) dQ^T += K^T dS^T into the dim-major dq
 // ([dim][kTileQ]), dS rounded to bf16 as it is paired, or to int8 quads with bwd = int8
 // (docs/math.md §4.2).
 template <bool kWithTerms = false, class Transform>
@@ -264,8 +265,8 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
     const size_t depth = hwy::RoundUpTo(nk, 32);
     uint16_t* pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
     native::AmxBf16WeightPairs(grads, nk, nq, kTileQ, depth, pairs);
-    native::AmxBf16MatMul(k_t.bf16 + j0, p.bwd.amx.kv_pad, dim, pairs, 2 * kTileQ, nq, depth, true,
-                          dq, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+    native::Bf16PairMatMul(k_t.bf16 + j0, p.bwd.amx.kv_pad, dim, pairs, 2 * kTileQ, nq, depth, true,
+                           dq, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
     return;
   }
   RoundBackwardBlock(p.bwd, grads, nk, kTileQ, nq);  // the block of (i0, j0), §4.2
@@ -290,12 +291,12 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     const TileTask t = SplitTask(task, p.heads, p.q_len, kTileQ);
     const size_t b = t.batch, h = t.head, i0 = t.first, nq = t.count;
     const HeadRows k = RowsOf(OrCall(p.bwd.k, args.k), b, h / p.group());  // dQ = dS K's
-    float* dq = ws.acc_a.get();  // dim-major [dim][kTileQ] on AMX tiles
+    float* dq = ws.acc_a.get();  // dim-major [dim][kTileQ] on AMX or dot tiles
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
     const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
     const AmxKeysT k_t = amx ? AmxKeysOf(p.bwd.amx, b * p.kv_heads + h / p.group(), dim) : AmxKeysT{};
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (amx) tiles.emplace();
+    if (amx && (native::Bf16PairsOnAmx() || p.bwd.amx.int8)) tiles.emplace();
     const auto store_dq = [&] {
       if (amx) {
         StoreTransposed(dq, nq, dim, kTileQ, p.scale, RowOf(args.dq, b, h, i0),

@@ -20,6 +20,7 @@
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "kernels/native/amx_products.h"
+#include "kernels/native/bf16_pair_products.h"
 #include "kernels/skeleton/attention_problem.h"
 #include "kernels/skeleton/backward_query_side-inl.h"
 #include "kernels/skeleton/matmul_tile-inl.h"
@@ -57,7 +58,7 @@ HWY_INLINE KeySide BeginKeySide(const AttentionProblem& p, const HeadRows& k, co
 }
 
 // Stores the dK (times the scale) and dV rows of the keys [j0, j0 + nk), from row-major
-// accumulators, or dim-major ones ([dim][kTileK]) on AMX tiles.
+// accumulators, or dim-major ones ([dim][kTileK]) from the pair products (AmxBackward).
 HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& args, size_t b,
                               size_t kv_head, size_t j0, size_t nk, const float* dk,
                               const float* dv) {
@@ -75,8 +76,8 @@ HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& arg
             size_t(args.dv.strides.token));
 }
 
-// docs/math.md §4.2's bf16 products of one (query tile, key tile) of the key side on AMX tiles
-// (AmxBackward): S (with amx.scores) and dP, query-major in `weights` and `grads`...
+// docs/math.md §4.2's bf16 products of one (query tile, key tile) of the key side on AMX or dot
+// tiles (AmxBackward): S (with amx.scores) and dP, query-major in `weights` and `grads`...
 HWY_INLINE void AmxKeyTileProducts(const AttentionProblem& p, size_t q_slice, size_t kv_slice,
                                    size_t i0, size_t nq, size_t j0, size_t nk, float* weights,
                                    float* grads, TileWorkspace& ws) {
@@ -84,11 +85,11 @@ HWY_INLINE void AmxKeyTileProducts(const AttentionProblem& p, size_t q_slice, si
   const size_t dim = p.dim;
   uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
   if (amx.scores) {
-    native::AmxBf16ScoreTile(amx.q_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
+    native::Bf16PairScoreTile(amx.q_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
                              amx.k_pairs + kv_slice * dim * amx.kv_pad + 2 * j0, amx.kv_pad, nk,
                              dim, p.scale, weights, kTileK, tail);
   }
-  native::AmxBf16MatMul(amx.dp_d_o_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
+  native::Bf16PairMatMul(amx.dp_d_o_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
                         amx.dp_v_pairs + kv_slice * dim * amx.kv_pad + 2 * j0, 2 * amx.kv_pad,
                         nk, dim, false, grads, kTileK, tail);
 }
@@ -115,9 +116,9 @@ HWY_INLINE void AmxKeyTileGradients(const AttentionProblem& p, size_t q_slice, s
   native::AmxBf16WeightPairs(weights, nq, nk, kTileK, depth, p_pairs);
   native::AmxBf16WeightPairs(grads, nq, nk, kTileK, depth, ds_pairs);
   const size_t at = q_slice * p.dim * amx.q_pad + i0;
-  native::AmxBf16MatMul(amx.d_o_t + at, amx.q_pad, p.dim, p_pairs, 2 * kTileK, nk, depth, true,
+  native::Bf16PairMatMul(amx.d_o_t + at, amx.q_pad, p.dim, p_pairs, 2 * kTileK, nk, depth, true,
                         dv_t, kTileK, tail);
-  native::AmxBf16MatMul(amx.q_t + at, amx.q_pad, p.dim, ds_pairs, 2 * kTileK, nk, depth, true,
+  native::Bf16PairMatMul(amx.q_t + at, amx.q_pad, p.dim, ds_pairs, 2 * kTileK, nk, depth, true,
                         dk_t, kTileK, tail);
 }
 
@@ -141,7 +142,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
                  *const dv = side.dv;
     const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (amx) tiles.emplace();
+    if (amx && (native::Bf16PairsOnAmx() || p.bwd.amx.int8)) tiles.emplace();
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
@@ -343,7 +344,7 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
     std::vector<QueryTileRecord> records(p.batch * p.heads * hwy::DivCeil(p.q_len, kTileQ));
     TiledBackwardQueries(p, args, tr, params.data(), records.data());
     TiledBackwardKeys(p, args, tr, params.data(), records.data());
-  } else if (FitsOneTile(p) && !p.bwd.amx.on) {  // the AMX tiles take the two passes
+  } else if (FitsOneTile(p) && !p.bwd.amx.on) {  // the pair products take the two passes
     WholeHeadBackward(p, args, tr, params.data());
   } else {
     TiledBackwardQueries(p, args, tr, params.data(), nullptr,

@@ -576,7 +576,8 @@ std::vector<double> KIntervalGradients(const AttentionCase& c, const KIntervalOp
   return all;
 }
 
-// One backward case on AMX tiles against the Highway path (all native families off) and the
+// One backward case on the bf16 pair products (AMX tiles, or avx512_bf16's dot tiles) or AMX
+// int8 tiles against the Highway path (all native families off) and the
 // reference. The scores' fp32 sums differ in order, so an entry of P or dS within rounding of
 // a midpoint of its format may round the other way: a few rows may move by one step of it
 // (a bf16 step, or 1/127 of the block's largest entry for int8).
@@ -611,8 +612,11 @@ void ExpectAmxBackwardMatches(const AmxBackwardCase& k, double step, double move
   EXPECT_LE(ScaledMaxError(amx.dv.Dense(), ref.dv), step) << what;
 }
 
-TEST(NativePaths, AmxBf16BackwardMatchesTheHighwayPathAndTheReference) {
-  if (!AmxBf16Enabled()) GTEST_SKIP() << "amx_bf16 not run on this CPU: the CPU lacks it";
+TEST(NativePaths, Bf16PairBackwardMatchesTheHighwayPathAndTheReference) {
+  if (!native::Bf16PairsEnabled()) {
+    GTEST_SKIP() << "bf16 pair backward not run: this CPU takes neither amx_bf16 nor "
+                    "avx512_bf16's dot tiles";
+  }
   const AmxBackwardCase cases[] = {
       {{1, 2, 2, 200, 230, 64}, true, SinkMode::kNone, "bwd=bf16"},
       {{2, 4, 2, 130, 97, 32}, false, SinkMode::kLearned, "qk=bf16,pv=bf16,p=bf16,bwd=bf16"},
