@@ -139,6 +139,10 @@ std::vector<std::string> ProductRoutes(const std::string& target) {
                 "amx_int8 (dV, dK and dQ on tdpbssd tiles from int8 codes per channel and per "
                 "block) and amx_bf16 (dP)",
                 "head_dim a multiple of 64 and finite operands") +
+          tiles(dot_bf16 && on(NativePath::kAvx512Bf16),
+                "avx512_bf16 (dV, dK and dQ on vdpbf16ps register tiles from the same int8 "
+                "codes as bf16 values, exact integer sums; dP too)",
+                "head_dim a multiple of 64 and finite operands") +
           highway + " (fp32 products on the int8-rounded operands)",
       "every other backward: " + highway +
           " (fp32 products on the dequantized operands, rounded as bwd= says)",

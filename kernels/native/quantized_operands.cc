@@ -355,14 +355,24 @@ ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
   return Quantize(v, precision_.ValueSpec(), shape_.kv_heads, shape_.kv_len, name);
 }
 
+namespace {
+// Whether bwd = int8's three token-sum products take the dot tiles rather than AMX's int8 ones:
+// where the bf16 pair products run on the dot tiles (AMD), as the codes' bf16 values.
+bool Int8BackwardOnDotTiles() {
+  return !native::Bf16PairsOnAmx() && native::Bf16PairsEnabled();
+}
+}  // namespace
+
 bool QuantizedOperands::AmxBackwardApplies() const {
   const Precision& p = precision_;
   const bool int8 = p.bwd == quant::Format::kInt8 &&
                     native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
-                    native::NativePathEnabled(native::NativePath::kAmxInt8);
+                    (native::NativePathEnabled(native::NativePath::kAmxInt8) ||
+                     Int8BackwardOnDotTiles());
   // The bf16 pair products on AMX tiles, or on avx512_bf16's dot tiles where the CPU runs a
-  // bf16 dot at an FMA's rate (AMD): 0.73-0.86x the rounded fp32 products' time on Zen 5
-  // (docs/performance.md §4.23). int8's products need AMX's int8 tiles.
+  // bf16 dot at an FMA's rate (AMD): 0.73-0.82x the rounded fp32 products' time on Zen 5
+  // (docs/performance.md §4.23). int8's token sums on AMX int8 tiles or, as exact integer
+  // sums, on the same dot tiles.
   return p.path == ComputePath::kNative && (p.bwd == quant::Format::kBf16 || int8) &&
          native::Bf16PairsEnabled() &&
          p.BackwardDpFormat() == quant::Format::kBf16 &&
@@ -479,10 +489,41 @@ LPATTN_AVX512 uint32_t CodeColumns(const float* base, size_t stride, size_t n, s
   for (uint32_t x : lanes) all |= x;
   return all;
 }
+
+// Codes [n][dim] (int8) as the bf16 codes of their values (exact: |code| <= 128), transposed to
+// [dim][t_pad] and zero from token n on, for the dot tiles: blocks of 16 tokens x 16 channels
+// through one transpose of 32-bit words each. dim and t_pad are multiples of 16.
+LPATTN_AVX512 void WidenColumns(const int8_t* in, size_t n, size_t dim, size_t t_pad,
+                                uint16_t* out) {
+  __m512i r[16];
+  for (size_t j0 = 0; j0 < t_pad; j0 += 16) {
+    for (size_t c0 = 0; c0 < dim; c0 += 16) {
+      for (size_t j = 0; j < 16; ++j) {
+        if (j0 + j >= n) {
+          r[j] = _mm512_setzero_si512();
+          continue;
+        }
+        const int8_t* row = in + (j0 + j) * dim + c0;
+        const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row));
+        const __m512 values = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes));
+        r[j] = _mm512_srli_epi32(_mm512_castps_si512(values), 16);
+      }
+      Transpose16(r);  // r[w]: channel c0 + w of the 16 tokens
+      for (size_t w = 0; w < 16; ++w) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (c0 + w) * t_pad + j0),
+                            _mm512_cvtepi32_epi16(r[w]));
+      }
+    }
+  }
+}
 #else
-// Off x86-64 no AMX path is taken, which is this function's only caller (docs/design.md §11).
+// Off x86-64 no AMX or dot tile path is taken, which are these functions' only callers
+// (docs/design.md §11).
 uint32_t CodeColumns(const float*, size_t, size_t, size_t, size_t, bool, uint16_t*) {
   native::NativeFamilyNotCompiled("CodeColumns");
+}
+void WidenColumns(const int8_t*, size_t, size_t, size_t, uint16_t*) {
+  native::NativeFamilyNotCompiled("WidenColumns");
 }
 #endif
 #undef LPATTN_AVX512
@@ -513,18 +554,36 @@ const uint16_t* QuantizedOperands::Bf16Codes(ConstTensor t, int64_t heads, int64
   return codes;
 }
 
-const int8_t* QuantizedOperands::Int8ChannelRows(ConstTensor t, int64_t heads, int64_t tokens,
-                                                 size_t t_pad, const float*& scales) {
-  const size_t dim = size_t(shape_.head_dim), n = size_t(tokens);
-  const size_t slices = size_t(shape_.batch * heads);
-  Buffer<uint8_t> codes(slices * n * dim);
-  Buffer<float>& channel_scales = copies_.emplace_back(slices * dim);
+Buffer<uint8_t> QuantizedOperands::ChannelCodes(ConstTensor t, int64_t heads, int64_t tokens,
+                                                const float*& scales) {
+  const size_t dim = size_t(shape_.head_dim);
+  Buffer<uint8_t> codes(size_t(shape_.batch * heads * tokens) * dim);
+  Buffer<float>& channel_scales = copies_.emplace_back(size_t(shape_.batch * heads) * dim);
   quant::QuantizeToChannelCodes(precision_.BackwardTokenSumSpec(),
                                 {t.data, shape_.batch, heads, tokens, shape_.head_dim,
                                  t.strides.batch, t.strides.head, t.strides.token},
                                 codes.data(), channel_scales.data(), "lpattn backward int8 operand");
   scales = channel_scales.data();
-  return TransposedCodes(codes, slices, n, t_pad);
+  return codes;
+}
+
+const int8_t* QuantizedOperands::Int8ChannelRows(ConstTensor t, int64_t heads, int64_t tokens,
+                                                 size_t t_pad, const float*& scales) {
+  const Buffer<uint8_t> codes = ChannelCodes(t, heads, tokens, scales);
+  return TransposedCodes(codes, size_t(shape_.batch * heads), size_t(tokens), t_pad);
+}
+
+const uint16_t* QuantizedOperands::Bf16ChannelRows(ConstTensor t, int64_t heads, int64_t tokens,
+                                                   size_t t_pad, const float*& scales) {
+  const Buffer<uint8_t> codes = ChannelCodes(t, heads, tokens, scales);
+  const size_t dim = size_t(shape_.head_dim), n = size_t(tokens);
+  const size_t slices = size_t(shape_.batch * heads);
+  uint16_t* rows = tile_codes_.emplace_back(slices * dim * t_pad).data();
+  tbb::parallel_for(size_t(0), slices, [&](size_t slice) {
+    WidenColumns(reinterpret_cast<const int8_t*>(codes.data()) + slice * n * dim, n, dim, t_pad,
+                 rows + slice * dim * t_pad);
+  });
+  return rows;
 }
 
 const int8_t* QuantizedOperands::TransposedCodes(const Buffer<uint8_t>& codes, size_t slices,
@@ -568,15 +627,22 @@ void QuantizedOperands::PrepareAmxBackward(const BackwardArgs& args, BackwardRou
     // A key tile's int8 products read up to 128 queries from its query tile's start.
     amx.int8 = true;
     amx.q_pad8 = amx.q_pad + 64;
-    amx.q_t8 = Int8ChannelRows(args.q, hq, tq, amx.q_pad8, amx.q_scales8);
-    amx.k_t8 = Int8ChannelRows(args.k, hk, tk, amx.kv_pad, amx.k_scales8);
-    amx.d_o_t8 = Int8ChannelRows(args.d_o, hq, tq, amx.q_pad8, amx.d_o_scales8);
+    if (Int8BackwardOnDotTiles()) {
+      amx.q_t8_bf16 = Bf16ChannelRows(args.q, hq, tq, amx.q_pad8, amx.q_scales8);
+      amx.k_t8_bf16 = Bf16ChannelRows(args.k, hk, tk, amx.kv_pad, amx.k_scales8);
+      amx.d_o_t8_bf16 = Bf16ChannelRows(args.d_o, hq, tq, amx.q_pad8, amx.d_o_scales8);
+    } else {
+      amx.q_t8 = Int8ChannelRows(args.q, hq, tq, amx.q_pad8, amx.q_scales8);
+      amx.k_t8 = Int8ChannelRows(args.k, hk, tk, amx.kv_pad, amx.k_scales8);
+      amx.d_o_t8 = Int8ChannelRows(args.d_o, hq, tq, amx.q_pad8, amx.d_o_scales8);
+    }
   } else {
     amx.q_t = Bf16Codes(r.q, hq, tq, amx.q_pad, L::kTransposed, finite);
     amx.k_t = Bf16Codes(r.k, hk, tk, amx.kv_pad, L::kTransposed, finite);
     amx.d_o_t = Bf16Codes(r.d_o, hq, tq, amx.q_pad, L::kTransposed, finite);
   }
   amx.on = finite;
+  amx.amx_tiles = native::Bf16PairsOnAmx() || (amx.int8 && amx.q_t8_bf16 == nullptr);
   if (finite) r.amx = amx;
 }
 

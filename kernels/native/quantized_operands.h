@@ -128,11 +128,17 @@ class QuantizedOperands {
   // operand's tile layouts (AmxBackward) from its rounded copy.
   bool AmxBackwardApplies() const;
   void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
-  // An operand's int8 codes with a scale per channel (BackwardTokenSumSpec's) as the int8
-  // backward's tiles read them: [D][t_pad] per slice (a channel's codes along the tokens), zero
-  // past `tokens`; the scales [slice][D] into `scales`.
+  // An operand's int8 codes with a scale per channel (BackwardTokenSumSpec's), dense
+  // [slices][tokens][D], the scales [slice][D] into `scales`.
+  Buffer<uint8_t> ChannelCodes(ConstTensor t, int64_t heads, int64_t tokens,
+                               const float*& scales);
+  // The same codes as the int8 backward's tiles read them: [D][t_pad] per slice (a channel's
+  // codes along the tokens), zero past `tokens`; as int8 codes for AMX's int8 tiles, or as the
+  // bf16 codes of their values (exact) for the dot tiles.
   const int8_t* Int8ChannelRows(ConstTensor t, int64_t heads, int64_t tokens, size_t t_pad,
                                 const float*& scales);
+  const uint16_t* Bf16ChannelRows(ConstTensor t, int64_t heads, int64_t tokens, size_t t_pad,
+                                  const float*& scales);
   // Dense int8 codes [slices][tokens][D] transposed to [slices][D][t_pad], zero past `tokens`
   // (AMX int8 tiles' rows of tokens: V^T, and the int8 backward's operands), held here.
   const int8_t* TransposedCodes(const Buffer<uint8_t>& codes, size_t slices, size_t tokens,

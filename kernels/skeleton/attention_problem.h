@@ -129,12 +129,15 @@ struct AmxPv {
 // side's S = Q K^T (scores: with qk = bf16), dP = dO V^T, dV^T += dO^T P, dK^T += Q^T dS; the
 // query side's S^T = K Q^T, dP^T = V dO^T, dQ^T += K^T dS^T (accumulators dim-major).
 //
-// With bwd = int8 (and dP in bf16 as above, amx_int8 enabled, head_dim a multiple of 64), dV^T,
-// dK^T and dQ^T run on AMX int8 tiles instead: Q, K and dO as int8 codes with a scale per
+// With bwd = int8 (and dP in bf16 as above, head_dim a multiple of 64), dV^T, dK^T and dQ^T run
+// on AMX int8 tiles (amx_int8 enabled) instead: Q, K and dO as int8 codes with a scale per
 // channel, *_t8 [D][t_pad8] per slice (t_pad8 = q_pad8 for Q and dO, kv_pad for K), zero past
 // T, their scales *_scales8 [slice][D]; P and dS become int8 quads with their block's scale.
+// Where the pair products run on the dot tiles, the same codes as bf16 values (*_t8_bf16, the
+// same layout) and P and dS as bf16 pairs of their codes: the same sums (Int8Gradient).
 struct AmxBackward {
   bool on = false;
+  bool amx_tiles = false;  // some product on AMX: each task holds an AmxTiles scope
   bool scores = false;  // S and S^T on tiles too (Q and K bf16 values)
   size_t q_pad = 0, kv_pad = 0;
   const uint16_t *q_rows = nullptr, *q_pairs = nullptr, *k_rows = nullptr, *k_pairs = nullptr;
@@ -145,6 +148,7 @@ struct AmxBackward {
   size_t q_pad8 = 0;
   const int8_t *q_t8 = nullptr, *k_t8 = nullptr, *d_o_t8 = nullptr;
   const float *q_scales8 = nullptr, *k_scales8 = nullptr, *d_o_scales8 = nullptr;
+  const uint16_t *q_t8_bf16 = nullptr, *k_t8_bf16 = nullptr, *d_o_t8_bf16 = nullptr;
 };
 
 // The low-precision backward, docs/math.md §4.2: the operands of its products as rounded copies

@@ -216,12 +216,16 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
 // int8 codes with their channels' scales.
 struct AmxKeysT {
   const uint16_t* bf16 = nullptr;
-  const int8_t* int8 = nullptr;
+  Int8GradientRows int8;
   const float* scales = nullptr;
 };
 HWY_INLINE AmxKeysT AmxKeysOf(const AmxBackward& amx, size_t kv_slice, size_t dim) {
-  if (amx.int8) return {nullptr, amx.k_t8 + kv_slice * dim * amx.kv_pad, amx.k_scales8 + kv_slice * dim};
-  return {amx.k_t + kv_slice * dim * amx.kv_pad, nullptr, nullptr};
+  const size_t at = kv_slice * dim * amx.kv_pad;
+  if (amx.int8) {
+    const Int8GradientRows k{amx.k_t8, amx.k_t8_bf16};
+    return {nullptr, k.At(at), amx.k_scales8 + kv_slice * dim};
+  }
+  return {amx.k_t + at, {}, nullptr};
 }
 
 // One key tile of the query side (key-major S^T and dP^T, row parameters staged): dS in
@@ -256,9 +260,9 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
       }
     });
   }
-  if (k_t.int8 != nullptr) {
-    AmxInt8Gradient(k_t.int8 + j0, p.bwd.amx.kv_pad, k_t.scales, dim, grads, nk, nq, kTileQ, dq,
-                    ws);
+  if (k_t.scales != nullptr) {  // int8
+    Int8Gradient(k_t.int8.At(j0), p.bwd.amx.kv_pad, k_t.scales, dim, grads, nk, nq, kTileQ, dq,
+                 ws);
     return;
   }
   if (k_t.bf16 != nullptr) {
@@ -296,7 +300,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
     const AmxKeysT k_t = amx ? AmxKeysOf(p.bwd.amx, b * p.kv_heads + h / p.group(), dim) : AmxKeysT{};
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (amx && (native::Bf16PairsOnAmx() || p.bwd.amx.int8)) tiles.emplace();
+    if (amx && p.bwd.amx.amx_tiles) tiles.emplace();
     const auto store_dq = [&] {
       if (amx) {
         StoreTransposed(dq, nq, dim, kTileQ, p.scale, RowOf(args.dq, b, h, i0),

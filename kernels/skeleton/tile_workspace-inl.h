@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -554,22 +555,51 @@ HWY_INLINE float BackwardBlockScale(const BackwardRounding& r, float amax) {
 // `stride` apart, padded to whole vectors) rounded in place: scaled formats with one scale for
 // the block, amax / FormatMax over its rows x cols (a block without a finite nonzero magnitude
 // is left as it is), bf16 at scale 1.
+// The largest magnitude in a block (rows x cols, `stride` apart), and with kPoison whether an
+// entry was inf or NaN (a NaN sum of entry x 0). Four rows at a time into four chains: one
+// chain of maxima and sums was bound by their latency (a tenth of a bwd=int8 backward's time).
+struct BlockMagnitude {
+  float amax;
+  bool finite;
+};
+template <bool kPoison>
+HWY_INLINE BlockMagnitude BlockAbsMax(const float* tile, size_t rows, size_t stride,
+                                      size_t cols) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto zero = hn::Zero(d);
+  auto m0 = zero, m1 = zero, m2 = zero, m3 = zero, p0 = zero, p1 = zero, p2 = zero, p3 = zero;
+  for (size_t c = 0; c < cols; c += N) {
+    const auto live = hn::FirstN(d, cols - c);
+    const auto at = [&](size_t row) HWY_ATTR {
+      return hn::IfThenElseZero(live, hn::LoadU(d, tile + row * stride + c));
+    };
+    size_t row = 0;
+    for (; row + 4 <= rows; row += 4) {
+      const auto x0 = at(row), x1 = at(row + 1), x2 = at(row + 2), x3 = at(row + 3);
+      m0 = hn::Max(m0, hn::Abs(x0)), m1 = hn::Max(m1, hn::Abs(x1));
+      m2 = hn::Max(m2, hn::Abs(x2)), m3 = hn::Max(m3, hn::Abs(x3));
+      if constexpr (kPoison) {
+        p0 = hn::Add(p0, hn::Mul(x0, zero)), p1 = hn::Add(p1, hn::Mul(x1, zero));
+        p2 = hn::Add(p2, hn::Mul(x2, zero)), p3 = hn::Add(p3, hn::Mul(x3, zero));
+      }
+    }
+    for (; row < rows; ++row) {
+      const auto x = at(row);
+      m0 = hn::Max(m0, hn::Abs(x));
+      if constexpr (kPoison) p0 = hn::Add(p0, hn::Mul(x, zero));
+    }
+  }
+  const auto m = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
+  const auto p = hn::Add(hn::Add(p0, p1), hn::Add(p2, p3));
+  return {hn::GetLane(hn::MaxOfLanes(d, m)),
+          !kPoison || !std::isnan(hn::GetLane(hn::SumOfLanes(d, p)))};
+}
+
 HWY_INLINE void RoundBackwardBlock(const BackwardRounding& r, float* tile, size_t rows,
                                    size_t stride, size_t cols) {
   if (r.format == quant::Format::kFp32) return;
-  float amax = 0.0f;
-  if (r.scaled) {
-    const hn::ScalableTag<float> d;
-    const size_t N = hn::Lanes(d);
-    auto m = hn::Zero(d);
-    for (size_t row = 0; row < rows; ++row) {
-      for (size_t c = 0; c < cols; c += N) {
-        const auto x = hn::IfThenElseZero(hn::FirstN(d, cols - c), hn::LoadU(d, tile + row * stride + c));
-        m = hn::Max(m, hn::Abs(x));
-      }
-    }
-    amax = hn::GetLane(hn::MaxOfLanes(d, m));
-  }
+  const float amax = r.scaled ? BlockAbsMax<false>(tile, rows, stride, cols).amax : 0.0f;
   const float scale = BackwardBlockScale(r, amax);
   if (scale != 0.0f) RoundTile(tile, rows, stride, cols, r.format, scale);
 }
@@ -621,20 +651,23 @@ HWY_INLINE bool PackFourRowCodes(const float* weights, size_t nk, size_t groups,
 // exactly as RoundWeights would round them, grouped by `group` rows (2: int16 pairs, 4: byte
 // quads) into words[g * stride + i] for groups g < groups, zero past nk rows. (A NaN weight
 // has no int8 code: it adds 0.) Columns from live_columns on may be left unwritten: their
-// lanes are never read.
-template <size_t kGroup>
+// lanes are never read. kBf16Codes (with pairs): each code as its bf16 value (exact), the
+// pairs the bf16 dot tiles read.
+template <size_t kGroup, bool kBf16Codes = false>
 HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, size_t columns,
                                 float p_scale, int32_t* HWY_RESTRICT words,
                                 size_t stride = kTileQ, size_t live_columns = kTileQ) {
   namespace qn = quant::HWY_NAMESPACE;
+  static_assert(!kBf16Codes || kGroup == 2, "bf16 codes come in pairs");
 #if !HWY_HAVE_SCALABLE
-  if (live_columns <= kFewQueries &&
+  if (!kBf16Codes && live_columns <= kFewQueries &&
       PackFourRowCodes<kGroup>(weights, nk, groups, p_scale, words, stride)) {
     return;
   }
 #endif
   const hn::ScalableTag<float> df;
   const hn::RebindToSigned<decltype(df)> di;
+  const hn::RebindToUnsigned<decltype(df)> du;
   const size_t N = hn::Lanes(df);
   constexpr int kBits = 32 / kGroup;
   const auto inv = hn::Set(df, p_scale);
@@ -645,7 +678,10 @@ HWY_INLINE void PackWeightCodes(const float* weights, size_t nk, size_t groups, 
       for (size_t r = 0; r < kGroup; ++r) {
         const size_t j = kGroup * g + r;
         if (j >= nk) break;
-        const auto code = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + j * stride + i), inv));
+        auto code = qn::EncodeInt8Lanes(df, hn::Div(hn::LoadU(df, weights + j * stride + i), inv));
+        if constexpr (kBf16Codes) {  // the upper half of the code's fp32 bits
+          code = hn::BitCast(di, hn::ShiftRight<16>(hn::BitCast(du, hn::ConvertTo(df, code))));
+        }
         word = hn::Or(word, hn::ShiftLeftSame(hn::And(code, mask), int(kBits * r)));
       }
       hn::StoreU(word, di, words + g * stride + i);
@@ -681,58 +717,77 @@ HWY_INLINE void QuadsToPairs(const int8_t* quads, size_t width, size_t nk,
 // RoundBackwardBlock takes it: amax / 127; 0 for a block without a nonzero magnitude or with
 // magnitudes below every scale (it adds nothing); NaN for one holding an inf or NaN.
 HWY_INLINE float Int8BlockScale(const float* tile, size_t rows, size_t stride, size_t cols) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  auto amax = hn::Zero(d), poison = hn::Zero(d);  // poison: NaN in a lane that saw inf or NaN
-  for (size_t row = 0; row < rows; ++row) {
-    for (size_t c = 0; c < cols; c += N) {
-      const auto x = hn::IfThenElseZero(hn::FirstN(d, cols - c), hn::LoadU(d, tile + row * stride + c));
-      amax = hn::Max(amax, hn::Abs(x));
-      poison = hn::Add(poison, hn::Mul(x, hn::Zero(d)));
-    }
-  }
-  if (std::isnan(hn::GetLane(hn::SumOfLanes(d, poison)))) return std::numeric_limits<float>::quiet_NaN();
-  const float m = hn::GetLane(hn::MaxOfLanes(d, amax));
-  return m > 0.0f ? m / quant::FormatMax(quant::Format::kInt8) : 0.0f;
+  const BlockMagnitude b = BlockAbsMax<true>(tile, rows, stride, cols);
+  if (!b.finite) return std::numeric_limits<float>::quiet_NaN();
+  return b.amax > 0.0f ? b.amax / quant::FormatMax(quant::Format::kInt8) : 0.0f;
 }
 
 // acc[c][i] += float(sums[c][i]) * (scale * channel_scale(c)) for c < dim and i < cols (a
 // multiple of the lanes): an AMX int8 product's exact sums into a dim-major fp32 accumulator,
 // both with row stride `stride`.
-template <class ChannelScale>
-HWY_INLINE void AddScaledSums(const int32_t* HWY_RESTRICT sums, size_t dim, size_t cols,
+template <class Sum, class ChannelScale>
+HWY_INLINE void AddScaledSums(const Sum* HWY_RESTRICT sums, size_t dim, size_t cols,
                               size_t stride, float scale, const ChannelScale& channel_scale,
                               float* HWY_RESTRICT acc) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<Sum, decltype(df)> ds;  // int32 sums, or fp32 ones holding integers
   const size_t N = hn::Lanes(df);
   for (size_t c = 0; c < dim; ++c) {
     const auto s = hn::Set(df, scale * channel_scale(c));
     for (size_t i = 0; i < cols; i += N) {
       float* o = acc + c * stride + i;
-      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, hn::LoadU(di, sums + c * stride + i)), s,
-                            hn::LoadU(df, o)),
-                 df, o);
+      hn::Vec<decltype(df)> x;
+      if constexpr (std::is_same_v<Sum, float>) {
+        x = hn::LoadU(df, sums + c * stride + i);
+      } else {
+        x = hn::ConvertTo(df, hn::LoadU(ds, sums + c * stride + i));
+      }
+      hn::StoreU(hn::MulAdd(x, s, hn::LoadU(df, o)), df, o);
     }
   }
 }
 
-// acc[c][i] += sum_r A[c][r] W[r][i] for one block on AMX int8 tiles (docs/math.md §4.2, the
-// int8 backward): W (rows x cols, `stride` apart: P or dS of the block) as int8 quads of rows
-// with the block's scale, A's int8 codes (`dim` rows of channels, a_stride apart, from the
-// block's first row on) with a scale per channel; the exact int32 sums scaled once. acc is
-// dim-major with row stride `stride`.
-HWY_INLINE void AmxInt8Gradient(const int8_t* a, size_t a_stride, const float* a_scales,
-                                size_t dim, const float* w, size_t rows, size_t cols,
-                                size_t stride, float* acc, TileWorkspace& ws) {
+// A's rows for Int8Gradient: int8 codes for AMX's int8 tiles, or the bf16 codes of their values
+// for avx512_bf16's dot tiles (AmxBackward's *_t8 or *_t8_bf16).
+struct Int8GradientRows {
+  const int8_t* codes = nullptr;
+  const uint16_t* values = nullptr;
+  Int8GradientRows At(size_t offset) const {
+    return {codes != nullptr ? codes + offset : nullptr,
+            values != nullptr ? values + offset : nullptr};
+  }
+};
+
+// acc[c][i] += sum_r A[c][r] W[r][i] for one block of the int8 backward (docs/math.md §4.2): W
+// (rows x cols, `stride` apart: P or dS of the block) as int8 codes of rows with the block's
+// scale, A's codes (`dim` rows of channels, a_stride apart, from the block's first row on)
+// with a scale per channel; the exact sums scaled once. acc is dim-major with row stride
+// `stride`. On AMX int8 tiles W's codes are quads and the sums int32; on the dot tiles W's codes
+// are bf16 pairs and every product and partial sum (at most 96 x 127^2 < 2^24) an integer that
+// fp32 holds, so the sums are the same and scaled by the same expression.
+HWY_INLINE void Int8Gradient(const Int8GradientRows& a, size_t a_stride, const float* a_scales,
+                             size_t dim, const float* w, size_t rows, size_t cols, size_t stride,
+                             float* acc, TileWorkspace& ws) {
   const float scale = Int8BlockScale(w, rows, stride, cols);
-  const size_t depth = hwy::RoundUpTo(rows, 64), padded_cols = hwy::RoundUpTo(cols, 16);
-  int32_t* quads = reinterpret_cast<int32_t*>(ws.rows.get());  // [depth / 4][stride] words
-  PackWeightCodes<4>(w, rows, depth / 4, padded_cols, scale > 0.0f ? scale : 1.0f, quads, stride);
+  const float code_scale = scale > 0.0f ? scale : 1.0f;
+  const size_t padded_cols = hwy::RoundUpTo(cols, 16);
+  const auto channel_scale = [&](size_t c) { return a_scales[c]; };
+  int32_t* words = reinterpret_cast<int32_t*>(ws.rows.get());  // [depth / group][stride]
+  if (a.values != nullptr) {
+    const size_t depth = hwy::RoundUpTo(rows, 2);
+    PackWeightCodes<2, true>(w, rows, depth / 2, padded_cols, code_scale, words, stride);
+    float* sums = ws.acc_c.get();  // [dim][stride]
+    native::DotBf16MatMul(a.values, a_stride, dim, reinterpret_cast<const uint16_t*>(words),
+                          2 * stride, cols, depth, false, sums, stride);
+    AddScaledSums(sums, dim, padded_cols, stride, scale, channel_scale, acc);
+    return;
+  }
+  const size_t depth = hwy::RoundUpTo(rows, 64);
+  PackWeightCodes<4>(w, rows, depth / 4, padded_cols, code_scale, words, stride);
   int32_t* sums = reinterpret_cast<int32_t*>(ws.acc_c.get());  // [dim][stride]
-  native::AmxInt8MatMul(a, a_stride, dim, reinterpret_cast<const int8_t*>(quads), 4 * stride,
+  native::AmxInt8MatMul(a.codes, a_stride, dim, reinterpret_cast<const int8_t*>(words), 4 * stride,
                         cols, depth, sums, stride, reinterpret_cast<int8_t*>(ws.key_rows.get()));
-  AddScaledSums(sums, dim, padded_cols, stride, scale, [&](size_t c) { return a_scales[c]; }, acc);
+  AddScaledSums(sums, dim, padded_cols, stride, scale, channel_scale, acc);
 }
 
 // ws.value_scale: V's scale of each of padded_dim output channels for slice (b, kv head) on

@@ -95,7 +95,7 @@ HWY_INLINE void AmxKeyTileProducts(const AttentionProblem& p, size_t q_slice, si
 }
 // ... and, after the transform, dV^T += dO^T P and dK^T += Q^T dS into the dim-major
 // accumulators dv_t and dk_t ([dim][kTileK]): P and dS rounded to bf16 as they are paired, or
-// with bwd = int8 to int8 quads with their block's scale (AmxInt8Gradient).
+// with bwd = int8 to int8 codes with their block's scale (Int8Gradient).
 HWY_INLINE void AmxKeyTileGradients(const AttentionProblem& p, size_t q_slice, size_t i0,
                                     size_t nq, size_t nk, const float* weights,
                                     const float* grads, float* dk_t, float* dv_t,
@@ -103,10 +103,11 @@ HWY_INLINE void AmxKeyTileGradients(const AttentionProblem& p, size_t q_slice, s
   const AmxBackward& amx = p.bwd.amx;
   if (amx.int8) {
     const size_t at = q_slice * p.dim * amx.q_pad8 + i0, scales = q_slice * p.dim;
-    AmxInt8Gradient(amx.d_o_t8 + at, amx.q_pad8, amx.d_o_scales8 + scales, p.dim, weights, nq,
-                    nk, kTileK, dv_t, ws);
-    AmxInt8Gradient(amx.q_t8 + at, amx.q_pad8, amx.q_scales8 + scales, p.dim, grads, nq, nk,
-                    kTileK, dk_t, ws);
+    const Int8GradientRows d_o{amx.d_o_t8, amx.d_o_t8_bf16}, q{amx.q_t8, amx.q_t8_bf16};
+    Int8Gradient(d_o.At(at), amx.q_pad8, amx.d_o_scales8 + scales, p.dim, weights, nq, nk,
+                 kTileK, dv_t, ws);
+    Int8Gradient(q.At(at), amx.q_pad8, amx.q_scales8 + scales, p.dim, grads, nq, nk, kTileK,
+                 dk_t, ws);
     return;
   }
   const size_t depth = hwy::RoundUpTo(nq, 32);
@@ -142,7 +143,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
                  *const dv = side.dv;
     const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (amx && (native::Bf16PairsOnAmx() || p.bwd.amx.int8)) tiles.emplace();
+    if (amx && p.bwd.amx.amx_tiles) tiles.emplace();
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {

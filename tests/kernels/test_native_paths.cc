@@ -651,10 +651,14 @@ TEST(NativePaths, Bf16PairBackwardMatchesTheHighwayPathAndTheReference) {
 }
 
 // bwd=int8 with dP in bf16: dV, dK and dQ on AMX int8 tiles (P and dS as int8 quads with their
-// block's scale, Q, K and dO as int8 codes per channel, exact int32 sums), dP on bf16 tiles.
-TEST(NativePaths, AmxInt8BackwardMatchesTheHighwayPathAndTheReference) {
-  if (!AmxBf16Enabled() || !native::NativePathEnabled(native::NativePath::kAmxInt8)) {
-    GTEST_SKIP() << "amx_int8 backward not run on this CPU: the CPU lacks amx_bf16 or amx_int8";
+// block's scale, Q, K and dO as int8 codes per channel, exact int32 sums), dP on bf16 tiles;
+// or, where the bf16 pair products take avx512_bf16's dot tiles, all four there (the int8
+// codes as bf16 values: the same exact sums).
+TEST(NativePaths, Int8BackwardMatchesTheHighwayPathAndTheReference) {
+  const bool on_amx = AmxBf16Enabled() && native::NativePathEnabled(native::NativePath::kAmxInt8);
+  if (!on_amx && !native::Bf16PairsEnabled()) {
+    GTEST_SKIP() << "int8 backward on tiles not run: this CPU takes neither amx_bf16 with "
+                    "amx_int8 nor avx512_bf16's dot tiles";
   }
   const AmxBackwardCase cases[] = {
       {{1, 2, 2, 200, 230, 64}, true, SinkMode::kNone, "bwd=int8"},
