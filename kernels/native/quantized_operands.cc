@@ -49,8 +49,11 @@ bool QuantizedOperands::FewQueryTiles() const {
          kFewQueries;
 }
 
-bool QuantizedOperands::TilesMayReadKeyCodes() const {
-  return native::AmxBf16TakesDim(size_t(shape_.head_dim)) && native::Bf16PairsEnabled();
+bool QuantizedOperands::TilesMayReadKeyCodes(quant::Format key) const {
+  // The dot tiles take no fp16 K (AmxScoresFor): its codes would only be decoded again.
+  return native::AmxBf16TakesDim(size_t(shape_.head_dim)) &&
+         (native::Bf16PairsOnAmx() ||
+          (native::Bf16PairsEnabled() && key != quant::Format::kFp16));
 }
 
 CodedKv QuantizedOperands::Encode(ConstTensor t, quant::Format format) {
@@ -242,7 +245,7 @@ QuantizedOperands::KvViews QuantizedOperands::PrepareKv(ConstTensor k, ConstTens
   KvViews views{k, v};
   if (NativeInt8(key)) {
     EncodeInt8KeyRows(k, problem.int_qk);
-  } else if (copies && !TilesMayReadKeyCodes()) {
+  } else if (copies && !TilesMayReadKeyCodes(key.format)) {
     views.k = Key(k);
   } else if (Native(key)) {
     problem.k_codes = Encode(k, key.format);
@@ -296,7 +299,9 @@ size_t QuantizedOperands::BytesHeld() const {
 
 AmxScores QuantizedOperands::AmxScoresFor(const CodedKv& k) const {
   const quant::Format query = precision_.QuerySpec().format;
-  if (!TilesMayReadKeyCodes()) return AmxScores::kOff;
+  if (!TilesMayReadKeyCodes(k.fp16 ? quant::Format::kFp16 : quant::Format::kBf16)) {
+    return AmxScores::kOff;
+  }
   // The dot tiles take bf16 and fp8 K and Q over query tiles of more than a few rows: a decode
   // tile of a few rows would fill one vector of 16 queries in four, and fp16's split (four
   // products per channel) costs more than the dot's rate gains over fp32 FMAs. fp8's codes,
@@ -363,7 +368,7 @@ bool Int8BackwardOnDotTiles() {
 }
 }  // namespace
 
-bool QuantizedOperands::AmxBackwardApplies() const {
+bool QuantizedOperands::BackwardTilesApply() const {
   const Precision& p = precision_;
   const bool int8 = p.bwd == quant::Format::kInt8 &&
                     native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
@@ -600,50 +605,50 @@ const int8_t* QuantizedOperands::TransposedCodes(const Buffer<uint8_t>& codes, s
   return reinterpret_cast<const int8_t*>(rows.data());
 }
 
-void QuantizedOperands::PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r) {
-  if (!AmxBackwardApplies()) return;
-  AmxBackward amx;
+void QuantizedOperands::PrepareBackwardTiles(const BackwardArgs& args, BackwardRounding& r) {
+  if (!BackwardTilesApply()) return;
+  BackwardTiles bt;
   // A query tile's products read up to kTileQ tokens from its start, a key tile's up to 64.
-  amx.q_pad = (size_t(shape_.q_len) + kTileQ - 1) / kTileQ * kTileQ;
-  amx.kv_pad = (size_t(shape_.kv_len) + kTileK - 1) / kTileK * kTileK + 16;
+  bt.q_pad = (size_t(shape_.q_len) + kTileQ - 1) / kTileQ * kTileQ;
+  bt.kv_pad = (size_t(shape_.kv_len) + kTileK - 1) / kTileK * kTileK + 16;
   const int64_t hq = shape_.heads, hk = shape_.kv_heads, tq = shape_.q_len, tk = shape_.kv_len;
   using L = Bf16Layout;
   // A tile multiplies padding and masked entries by zero weights, so every operand it reads
   // must be finite: one that is not leaves the backward to the register tiles.
   bool finite = true;
   // S from the forward's operands: on tiles when they hold bf16 values (qk = bf16, no smoothing).
-  amx.scores = precision_.qk == quant::Format::kBf16 && !precision_.smooth_k;
-  if (amx.scores) {
-    amx.q_rows = Bf16Codes(args.q, hq, tq, 0, L::kRows, finite);
-    amx.q_pairs = Bf16Codes(args.q, hq, tq, amx.q_pad, L::kChannelPairs, finite);
-    amx.k_rows = Bf16Codes(args.k, hk, tk, 0, L::kRows, finite);
-    amx.k_pairs = Bf16Codes(args.k, hk, tk, amx.kv_pad, L::kChannelPairs, finite);
+  bt.scores = precision_.qk == quant::Format::kBf16 && !precision_.smooth_k;
+  if (bt.scores) {
+    bt.q_rows = Bf16Codes(args.q, hq, tq, 0, L::kRows, finite);
+    bt.q_pairs = Bf16Codes(args.q, hq, tq, bt.q_pad, L::kChannelPairs, finite);
+    bt.k_rows = Bf16Codes(args.k, hk, tk, 0, L::kRows, finite);
+    bt.k_pairs = Bf16Codes(args.k, hk, tk, bt.kv_pad, L::kChannelPairs, finite);
   }
-  amx.dp_d_o_rows = Bf16Codes(r.dp_d_o, hq, tq, 0, L::kRows, finite);
-  amx.dp_d_o_pairs = Bf16Codes(r.dp_d_o, hq, tq, amx.q_pad, L::kChannelPairs, finite);
-  amx.dp_v_rows = Bf16Codes(r.dp_v, hk, tk, 0, L::kRows, finite);
-  amx.dp_v_pairs = Bf16Codes(r.dp_v, hk, tk, amx.kv_pad, L::kChannelPairs, finite);
+  bt.dp_d_o_rows = Bf16Codes(r.dp_d_o, hq, tq, 0, L::kRows, finite);
+  bt.dp_d_o_pairs = Bf16Codes(r.dp_d_o, hq, tq, bt.q_pad, L::kChannelPairs, finite);
+  bt.dp_v_rows = Bf16Codes(r.dp_v, hk, tk, 0, L::kRows, finite);
+  bt.dp_v_pairs = Bf16Codes(r.dp_v, hk, tk, bt.kv_pad, L::kChannelPairs, finite);
   if (precision_.bwd == quant::Format::kInt8) {
     // A key tile's int8 products read up to 128 queries from its query tile's start.
-    amx.int8 = true;
-    amx.q_pad8 = amx.q_pad + 64;
+    bt.int8 = true;
+    bt.q_pad8 = bt.q_pad + 64;
     if (Int8BackwardOnDotTiles()) {
-      amx.q_t8_bf16 = Bf16ChannelRows(args.q, hq, tq, amx.q_pad8, amx.q_scales8);
-      amx.k_t8_bf16 = Bf16ChannelRows(args.k, hk, tk, amx.kv_pad, amx.k_scales8);
-      amx.d_o_t8_bf16 = Bf16ChannelRows(args.d_o, hq, tq, amx.q_pad8, amx.d_o_scales8);
+      bt.q_t8_bf16 = Bf16ChannelRows(args.q, hq, tq, bt.q_pad8, bt.q_scales8);
+      bt.k_t8_bf16 = Bf16ChannelRows(args.k, hk, tk, bt.kv_pad, bt.k_scales8);
+      bt.d_o_t8_bf16 = Bf16ChannelRows(args.d_o, hq, tq, bt.q_pad8, bt.d_o_scales8);
     } else {
-      amx.q_t8 = Int8ChannelRows(args.q, hq, tq, amx.q_pad8, amx.q_scales8);
-      amx.k_t8 = Int8ChannelRows(args.k, hk, tk, amx.kv_pad, amx.k_scales8);
-      amx.d_o_t8 = Int8ChannelRows(args.d_o, hq, tq, amx.q_pad8, amx.d_o_scales8);
+      bt.q_t8 = Int8ChannelRows(args.q, hq, tq, bt.q_pad8, bt.q_scales8);
+      bt.k_t8 = Int8ChannelRows(args.k, hk, tk, bt.kv_pad, bt.k_scales8);
+      bt.d_o_t8 = Int8ChannelRows(args.d_o, hq, tq, bt.q_pad8, bt.d_o_scales8);
     }
   } else {
-    amx.q_t = Bf16Codes(r.q, hq, tq, amx.q_pad, L::kTransposed, finite);
-    amx.k_t = Bf16Codes(r.k, hk, tk, amx.kv_pad, L::kTransposed, finite);
-    amx.d_o_t = Bf16Codes(r.d_o, hq, tq, amx.q_pad, L::kTransposed, finite);
+    bt.q_t = Bf16Codes(r.q, hq, tq, bt.q_pad, L::kTransposed, finite);
+    bt.k_t = Bf16Codes(r.k, hk, tk, bt.kv_pad, L::kTransposed, finite);
+    bt.d_o_t = Bf16Codes(r.d_o, hq, tq, bt.q_pad, L::kTransposed, finite);
   }
-  amx.on = finite;
-  amx.amx_tiles = native::Bf16PairsOnAmx() || (amx.int8 && amx.q_t8_bf16 == nullptr);
-  if (finite) r.amx = amx;
+  bt.on = finite;
+  bt.amx_tiles = native::Bf16PairsOnAmx() || (bt.int8 && bt.q_t8_bf16 == nullptr);
+  if (finite) r.tiles = bt;
 }
 
 void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProblem& problem,
@@ -675,7 +680,7 @@ void QuantizedOperands::PrepareBackward(const BackwardArgs& args, AttentionProbl
   r.dp_v = v_is_bf16 ? args.v : copy(args.v, dp, kv_heads, shape_.kv_len, "lpattn backward V");
   r.format = p.bwd;
   r.scaled = quant::FormatIsScaled(p.bwd) || sums.scale_casts;
-  if (plan.tiles) PrepareAmxBackward(args, r);
+  if (plan.tiles) PrepareBackwardTiles(args, r);
 }
 
 }  // namespace lpattn

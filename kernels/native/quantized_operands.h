@@ -88,10 +88,10 @@ class QuantizedOperands {
   // bf16 or fp16 without smoothing, on the native path: storage the forward decodes itself.
   bool Native(const quant::QuantSpec& spec) const;
   // Whether this call decodes coded K and V once (DecodesKvOnce); whether a bf16 pair score
-  // product (AMX or dot tiles) may read K's codes themselves (AmxScoresFor); whether the call's
-  // query tiles are a decode step's few rows (kFewQueries).
+  // product (AMX or dot tiles) may read codes of K in format `key` themselves (AmxScoresFor);
+  // whether the call's query tiles are a decode step's few rows (kFewQueries).
   bool DecodesOnce() const;
-  bool TilesMayReadKeyCodes() const;
+  bool TilesMayReadKeyCodes(quant::Format key) const;
   bool FewQueryTiles() const;
   CodedKv Encode(ConstTensor t, quant::Format format);
   // fp8 with a scale per token, block or tensor, without smoothing, on the native path: one
@@ -125,9 +125,9 @@ class QuantizedOperands {
   Buffer<uint8_t> Int8Codes(ConstTensor t, const quant::QuantSpec& spec, int64_t heads,
                                  int64_t tokens, const char* what, Buffer<float>& scales);
   // §4.2's bf16 backward on AMX tiles: whether the options and the CPU allow it, and each
-  // operand's tile layouts (AmxBackward) from its rounded copy.
-  bool AmxBackwardApplies() const;
-  void PrepareAmxBackward(const BackwardArgs& args, BackwardRounding& r);
+  // operand's tile layouts (BackwardTiles) from its rounded copy.
+  bool BackwardTilesApply() const;
+  void PrepareBackwardTiles(const BackwardArgs& args, BackwardRounding& r);
   // An operand's int8 codes with a scale per channel (BackwardTokenSumSpec's), dense
   // [slices][tokens][D], the scales [slice][D] into `scales`.
   Buffer<uint8_t> ChannelCodes(ConstTensor t, int64_t heads, int64_t tokens,
@@ -143,7 +143,7 @@ class QuantizedOperands {
   // (AMX int8 tiles' rows of tokens: V^T, and the int8 backward's operands), held here.
   const int8_t* TransposedCodes(const Buffer<uint8_t>& codes, size_t slices, size_t tokens,
                                 size_t t_pad);
-  // One AMX tile layout (attention_problem.h's AmxBackward; kTransposed is the forward's V^T
+  // One AMX tile layout (attention_problem.h's BackwardTiles; kTransposed is the forward's V^T
   // too) of a tensor holding bf16 values, whose codes are the upper halves of their bits. Needs
   // AVX-512 (every AMX path's condition). finite turns false if an element is inf or NaN.
   enum class Bf16Layout { kRows, kTransposed, kChannelPairs };

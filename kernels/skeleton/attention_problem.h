@@ -135,7 +135,7 @@ struct AmxPv {
 // T, their scales *_scales8 [slice][D]; P and dS become int8 quads with their block's scale.
 // Where the pair products run on the dot tiles, the same codes as bf16 values (*_t8_bf16, the
 // same layout) and P and dS as bf16 pairs of their codes: the same sums (Int8Gradient).
-struct AmxBackward {
+struct BackwardTiles {
   bool on = false;
   bool amx_tiles = false;  // some product on AMX: each task holds an AmxTiles scope
   bool scores = false;  // S and S^T on tiles too (Q and K bf16 values)
@@ -161,7 +161,7 @@ struct BackwardRounding {
   // (amax over the block / FormatMax: int8, fp16), else scale 1 (bf16).
   quant::Format format = quant::Format::kFp32;
   bool scaled = false;
-  AmxBackward amx;  // bf16 products on tiles, when amx.on
+  BackwardTiles tiles;  // products on the pair products' tiles, when tiles.on
 
   bool rounds() const {
     return q.data || k.data || d_o.data || dp_d_o.data || dp_v.data ||

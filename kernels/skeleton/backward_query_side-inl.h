@@ -96,25 +96,25 @@ HWY_INLINE void QuerySideSweep(const AttentionProblem& p, const BackwardArgs& ar
   PackTransposed(q, i0, nq, dim, p.scale, kTileQ, ws.panel_a.get());
   PackTransposed(d_o, i0, nq, dim, 1.0f, kTileQ, ws.panel_b.get());
   const size_t key_end = KeyEnd(p, i0, nq), columns = QueryColumns(nq);
-  // docs/math.md §4.2's bf16 products on AMX or dot tiles (AmxBackward): S^T (with amx.scores) and
-  // dP^T, key-major like the register tiles'.
-  const AmxBackward& amx = p.bwd.amx;
-  const bool on_tiles = kDenseGrads && amx.on;
+  // docs/math.md §4.2's bf16 products on AMX or dot tiles (BackwardTiles): S^T (with bt.scores)
+  // and dP^T, key-major like the register tiles'.
+  const BackwardTiles& bt = p.bwd.tiles;
+  const bool on_tiles = kDenseGrads && bt.on;
   const size_t q_slice = b * p.heads + h, kv_slice = b * p.kv_heads + h / p.group();
   uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
   for (size_t j0 = KeyBegin(p, i0, nq); j0 < key_end; j0 += kTileK) {
     const size_t nk = std::min(kTileK, p.kv_len - j0);
-    if (on_tiles && amx.scores) {
-      native::Bf16PairScoreTile(amx.k_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
-                                amx.q_pairs + q_slice * dim * amx.q_pad + 2 * i0, amx.q_pad,
-                                columns, dim, p.scale, ws.scores.get(), kTileQ, tail);
+    if (on_tiles && bt.scores) {
+      native::Bf16PairScoreTile(bt.k_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
+                                bt.q_pairs + q_slice * dim * bt.q_pad + 2 * i0, bt.q_pad, columns,
+                                dim, p.scale, ws.scores.get(), kTileQ, tail);
     } else {
       MatMul<false>({k.row(j0), k.token_stride, 1}, {ws.panel_a.get(), kTileQ},
                     {ws.scores.get(), kTileQ}, nk, columns, dim);
     }
     if (on_tiles) {
-      native::Bf16PairMatMul(amx.dp_v_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
-                             amx.dp_d_o_pairs + q_slice * dim * amx.q_pad + 2 * i0, 2 * amx.q_pad,
+      native::Bf16PairMatMul(bt.dp_v_rows + (kv_slice * p.kv_len + j0) * dim, dim, nk,
+                             bt.dp_d_o_pairs + q_slice * dim * bt.q_pad + 2 * i0, 2 * bt.q_pad,
                              columns, dim, false, ws.grads.get(), kTileQ, tail);
     } else if constexpr (kDenseGrads) {
       MatMul<false>({v.row(j0), v.token_stride, 1}, {ws.panel_b.get(), kTileQ},
@@ -212,20 +212,20 @@ HWY_INLINE void WeighRowAndGrad(const Transform& tr, float* HWY_RESTRICT weights
   }
 }
 
-// K^T of one kv head for the query side's dQ^T on AMX or dot tiles (AmxBackward): bf16 codes, or
+// K^T of one kv head for the query side's dQ^T on AMX or dot tiles (BackwardTiles): bf16 codes, or
 // int8 codes with their channels' scales.
-struct AmxKeysT {
+struct KeysOnTiles {
   const uint16_t* bf16 = nullptr;
   Int8GradientRows int8;
   const float* scales = nullptr;
 };
-HWY_INLINE AmxKeysT AmxKeysOf(const AmxBackward& amx, size_t kv_slice, size_t dim) {
-  const size_t at = kv_slice * dim * amx.kv_pad;
-  if (amx.int8) {
-    const Int8GradientRows k{amx.k_t8, amx.k_t8_bf16};
-    return {nullptr, k.At(at), amx.k_scales8 + kv_slice * dim};
+HWY_INLINE KeysOnTiles KeysOnTilesOf(const BackwardTiles& bt, size_t kv_slice, size_t dim) {
+  const size_t at = kv_slice * dim * bt.kv_pad;
+  if (bt.int8) {
+    const Int8GradientRows k{bt.k_t8, bt.k_t8_bf16};
+    return {nullptr, k.At(at), bt.k_scales8 + kv_slice * dim};
   }
-  return {amx.k_t + at, {}, nullptr};
+  return {bt.k_t + at, {}, nullptr};
 }
 
 // One key tile of the query side (key-major S^T and dP^T, row parameters staged): dS in
@@ -238,7 +238,7 @@ template <bool kWithTerms = false, class Transform>
 HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, const HeadRows& k,
                                float* scores, float* grads, size_t nq, size_t nk, size_t j0,
                                size_t columns, bool all_visible, TileWorkspace& ws, float* dq,
-                               const AmxKeysT& k_t = {}) {
+                               const KeysOnTiles& k_t = {}) {
   const size_t dim = p.dim, padded_dim = PaddedDim(dim);
   if constexpr (kWithTerms) {
     AccumulateTerms<true>(tr, scores, grads, nk, columns, all_visible, ws);
@@ -261,7 +261,7 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
     });
   }
   if (k_t.scales != nullptr) {  // int8
-    Int8Gradient(k_t.int8.At(j0), p.bwd.amx.kv_pad, k_t.scales, dim, grads, nk, nq, kTileQ, dq,
+    Int8Gradient(k_t.int8.At(j0), p.bwd.tiles.kv_pad, k_t.scales, dim, grads, nk, nq, kTileQ, dq,
                  ws);
     return;
   }
@@ -269,8 +269,8 @@ HWY_INLINE void DenseQueryTile(const AttentionProblem& p, const Transform& tr, c
     const size_t depth = hwy::RoundUpTo(nk, 32);
     uint16_t* pairs = reinterpret_cast<uint16_t*>(ws.rows.get());
     native::AmxBf16WeightPairs(grads, nk, nq, kTileQ, depth, pairs);
-    native::Bf16PairMatMul(k_t.bf16 + j0, p.bwd.amx.kv_pad, dim, pairs, 2 * kTileQ, nq, depth, true,
-                           dq, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
+    native::Bf16PairMatMul(k_t.bf16 + j0, p.bwd.tiles.kv_pad, dim, pairs, 2 * kTileQ, nq, depth,
+                           true, dq, kTileQ, reinterpret_cast<uint16_t*>(ws.key_rows.get()));
     return;
   }
   RoundBackwardBlock(p.bwd, grads, nk, kTileQ, nq);  // the block of (i0, j0), §4.2
@@ -297,12 +297,13 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     const HeadRows k = RowsOf(OrCall(p.bwd.k, args.k), b, h / p.group());  // dQ = dS K's
     float* dq = ws.acc_a.get();  // dim-major [dim][kTileQ] on AMX or dot tiles
     std::fill(dq, dq + kTileQ * padded_dim, 0.0f);
-    const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
-    const AmxKeysT k_t = amx ? AmxKeysOf(p.bwd.amx, b * p.kv_heads + h / p.group(), dim) : AmxKeysT{};
+    const bool on_tiles = !Transform::kSparseWeights && p.bwd.tiles.on;
+    const KeysOnTiles k_t =
+        on_tiles ? KeysOnTilesOf(p.bwd.tiles, b * p.kv_heads + h / p.group(), dim) : KeysOnTiles{};
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (amx && p.bwd.amx.amx_tiles) tiles.emplace();
+    if (on_tiles && p.bwd.tiles.amx_tiles) tiles.emplace();
     const auto store_dq = [&] {
-      if (amx) {
+      if (on_tiles) {
         StoreTransposed(dq, nq, dim, kTileQ, p.scale, RowOf(args.dq, b, h, i0),
                         size_t(args.dq.strides.token));
       } else {

@@ -748,7 +748,7 @@ HWY_INLINE void AddScaledSums(const Sum* HWY_RESTRICT sums, size_t dim, size_t c
 }
 
 // A's rows for Int8Gradient: int8 codes for AMX's int8 tiles, or the bf16 codes of their values
-// for avx512_bf16's dot tiles (AmxBackward's *_t8 or *_t8_bf16).
+// for avx512_bf16's dot tiles (BackwardTiles's *_t8 or *_t8_bf16).
 struct Int8GradientRows {
   const int8_t* codes = nullptr;
   const uint16_t* values = nullptr;

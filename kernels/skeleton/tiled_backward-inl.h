@@ -58,11 +58,11 @@ HWY_INLINE KeySide BeginKeySide(const AttentionProblem& p, const HeadRows& k, co
 }
 
 // Stores the dK (times the scale) and dV rows of the keys [j0, j0 + nk), from row-major
-// accumulators, or dim-major ones ([dim][kTileK]) from the pair products (AmxBackward).
+// accumulators, or dim-major ones ([dim][kTileK]) from the pair products (BackwardTiles).
 HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& args, size_t b,
                               size_t kv_head, size_t j0, size_t nk, const float* dk,
                               const float* dv) {
-  if (p.bwd.amx.on) {
+  if (p.bwd.tiles.on) {
     StoreTransposed(dk, nk, p.dim, kTileK, p.scale, RowOf(args.dk, b, kv_head, j0),
                     size_t(args.dk.strides.token));
     StoreTransposed(dv, nk, p.dim, kTileK, 1.0f, RowOf(args.dv, b, kv_head, j0),
@@ -77,37 +77,37 @@ HWY_INLINE void FinishKeySide(const AttentionProblem& p, const BackwardArgs& arg
 }
 
 // docs/math.md §4.2's bf16 products of one (query tile, key tile) of the key side on AMX or dot
-// tiles (AmxBackward): S (with amx.scores) and dP, query-major in `weights` and `grads`...
-HWY_INLINE void AmxKeyTileProducts(const AttentionProblem& p, size_t q_slice, size_t kv_slice,
-                                   size_t i0, size_t nq, size_t j0, size_t nk, float* weights,
-                                   float* grads, TileWorkspace& ws) {
-  const AmxBackward& amx = p.bwd.amx;
+// tiles (BackwardTiles): S (with bt.scores) and dP, query-major in `weights` and `grads`...
+HWY_INLINE void KeyTileProductsOnTiles(const AttentionProblem& p, size_t q_slice, size_t kv_slice,
+                                       size_t i0, size_t nq, size_t j0, size_t nk, float* weights,
+                                       float* grads, TileWorkspace& ws) {
+  const BackwardTiles& bt = p.bwd.tiles;
   const size_t dim = p.dim;
   uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
-  if (amx.scores) {
-    native::Bf16PairScoreTile(amx.q_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
-                             amx.k_pairs + kv_slice * dim * amx.kv_pad + 2 * j0, amx.kv_pad, nk,
-                             dim, p.scale, weights, kTileK, tail);
+  if (bt.scores) {
+    native::Bf16PairScoreTile(bt.q_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
+                              bt.k_pairs + kv_slice * dim * bt.kv_pad + 2 * j0, bt.kv_pad, nk, dim,
+                              p.scale, weights, kTileK, tail);
   }
-  native::Bf16PairMatMul(amx.dp_d_o_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
-                        amx.dp_v_pairs + kv_slice * dim * amx.kv_pad + 2 * j0, 2 * amx.kv_pad,
-                        nk, dim, false, grads, kTileK, tail);
+  native::Bf16PairMatMul(bt.dp_d_o_rows + (q_slice * p.q_len + i0) * dim, dim, nq,
+                         bt.dp_v_pairs + kv_slice * dim * bt.kv_pad + 2 * j0, 2 * bt.kv_pad, nk,
+                         dim, false, grads, kTileK, tail);
 }
 // ... and, after the transform, dV^T += dO^T P and dK^T += Q^T dS into the dim-major
 // accumulators dv_t and dk_t ([dim][kTileK]): P and dS rounded to bf16 as they are paired, or
 // with bwd = int8 to int8 codes with their block's scale (Int8Gradient).
-HWY_INLINE void AmxKeyTileGradients(const AttentionProblem& p, size_t q_slice, size_t i0,
-                                    size_t nq, size_t nk, const float* weights,
-                                    const float* grads, float* dk_t, float* dv_t,
-                                    TileWorkspace& ws) {
-  const AmxBackward& amx = p.bwd.amx;
-  if (amx.int8) {
-    const size_t at = q_slice * p.dim * amx.q_pad8 + i0, scales = q_slice * p.dim;
-    const Int8GradientRows d_o{amx.d_o_t8, amx.d_o_t8_bf16}, q{amx.q_t8, amx.q_t8_bf16};
-    Int8Gradient(d_o.At(at), amx.q_pad8, amx.d_o_scales8 + scales, p.dim, weights, nq, nk,
-                 kTileK, dv_t, ws);
-    Int8Gradient(q.At(at), amx.q_pad8, amx.q_scales8 + scales, p.dim, grads, nq, nk, kTileK,
-                 dk_t, ws);
+HWY_INLINE void KeyTileGradientsOnTiles(const AttentionProblem& p, size_t q_slice, size_t i0,
+                                        size_t nq, size_t nk, const float* weights,
+                                        const float* grads, float* dk_t, float* dv_t,
+                                        TileWorkspace& ws) {
+  const BackwardTiles& bt = p.bwd.tiles;
+  if (bt.int8) {
+    const size_t at = q_slice * p.dim * bt.q_pad8 + i0, scales = q_slice * p.dim;
+    const Int8GradientRows d_o{bt.d_o_t8, bt.d_o_t8_bf16}, q{bt.q_t8, bt.q_t8_bf16};
+    Int8Gradient(d_o.At(at), bt.q_pad8, bt.d_o_scales8 + scales, p.dim, weights, nq, nk, kTileK,
+                 dv_t, ws);
+    Int8Gradient(q.At(at), bt.q_pad8, bt.q_scales8 + scales, p.dim, grads, nq, nk, kTileK, dk_t,
+                 ws);
     return;
   }
   const size_t depth = hwy::RoundUpTo(nq, 32);
@@ -116,11 +116,11 @@ HWY_INLINE void AmxKeyTileGradients(const AttentionProblem& p, size_t q_slice, s
   uint16_t* tail = reinterpret_cast<uint16_t*>(ws.key_rows.get());
   native::AmxBf16WeightPairs(weights, nq, nk, kTileK, depth, p_pairs);
   native::AmxBf16WeightPairs(grads, nq, nk, kTileK, depth, ds_pairs);
-  const size_t at = q_slice * p.dim * amx.q_pad + i0;
-  native::Bf16PairMatMul(amx.d_o_t + at, amx.q_pad, p.dim, p_pairs, 2 * kTileK, nk, depth, true,
-                        dv_t, kTileK, tail);
-  native::Bf16PairMatMul(amx.q_t + at, amx.q_pad, p.dim, ds_pairs, 2 * kTileK, nk, depth, true,
-                        dk_t, kTileK, tail);
+  const size_t at = q_slice * p.dim * bt.q_pad + i0;
+  native::Bf16PairMatMul(bt.d_o_t + at, bt.q_pad, p.dim, p_pairs, 2 * kTileK, nk, depth, true, dv_t,
+                         kTileK, tail);
+  native::Bf16PairMatMul(bt.q_t + at, bt.q_pad, p.dim, ds_pairs, 2 * kTileK, nk, depth, true, dk_t,
+                         kTileK, tail);
 }
 
 // Key side: dK and dV of one key tile, summed over the query heads of its GQA group and all
@@ -141,9 +141,9 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
     float *const k_panel = side.k_panel, *const v_panel = side.v_panel;
     float *const weights = side.weights, *const grads = side.grads, *const dk = side.dk,
                  *const dv = side.dv;
-    const bool amx = !Transform::kSparseWeights && p.bwd.amx.on;
+    const bool on_tiles = !Transform::kSparseWeights && p.bwd.tiles.on;
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (amx && p.bwd.amx.amx_tiles) tiles.emplace();
+    if (on_tiles && p.bwd.tiles.amx_tiles) tiles.emplace();
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
@@ -166,11 +166,11 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
             continue;
           }
         }
-        if (amx) {
-          AmxKeyTileProducts(p, b * p.heads + h, b * p.kv_heads + kv_head, i0, nq, j0, nk,
-                             weights, grads, ws);
+        if (on_tiles) {
+          KeyTileProductsOnTiles(p, b * p.heads + h, b * p.kv_heads + kv_head, i0, nq, j0, nk,
+                                 weights, grads, ws);
         }
-        if (!amx || !p.bwd.amx.scores) {
+        if (!on_tiles || !p.bwd.tiles.scores) {
           MatMul<false>({q.row(i0), q.token_stride, 1}, {k_panel, kTileK}, {weights, kTileK}, nq,
                         kTileK, dim);
         }
@@ -183,7 +183,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
           RoundBackwardBlock(p.bwd, weights, nq, kTileK, nk);  // the block of (i0, j0)
           RoundBackwardBlock(p.bwd, grads, nq, kTileK, nk);
         } else {
-          if (!amx) {
+          if (!on_tiles) {
             MatMul<false>({dp_d_o.row(i0), dp_d_o.token_stride, 1}, {v_panel, kTileK},
                           {grads, kTileK}, nq, kTileK, dim);
           }
@@ -196,8 +196,8 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
                               head_params + (i0 + i) * Transform::kRowParams);
             }
           });
-          if (amx) {
-            AmxKeyTileGradients(p, b * p.heads + h, i0, nq, nk, weights, grads, dk, dv, ws);
+          if (on_tiles) {
+            KeyTileGradientsOnTiles(p, b * p.heads + h, i0, nq, nk, weights, grads, dk, dv, ws);
             continue;
           }
           RoundBackwardBlock(p.bwd, weights, nq, kTileK, nk);  // the block of (i0, j0)
@@ -334,7 +334,7 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
     if (tr.NeedsRowTerms()) {
       corrections.assign(2 * rows, 0.0f);
       // Long sequences sum the terms inside the query side (TiledBackwardQueries).
-      if (FitsOneTile(p) && !p.bwd.amx.on) {
+      if (FitsOneTile(p) && !p.bwd.tiles.on) {
         RowTermsPass(p, args, tr, params.data(), corrections.data());
       }
     }
@@ -345,7 +345,7 @@ void TiledBackward(const AttentionProblem& p, const BackwardArgs& args, const Tr
     std::vector<QueryTileRecord> records(p.batch * p.heads * hwy::DivCeil(p.q_len, kTileQ));
     TiledBackwardQueries(p, args, tr, params.data(), records.data());
     TiledBackwardKeys(p, args, tr, params.data(), records.data());
-  } else if (FitsOneTile(p) && !p.bwd.amx.on) {  // the pair products take the two passes
+  } else if (FitsOneTile(p) && !p.bwd.tiles.on) {  // the pair products take the two passes
     WholeHeadBackward(p, args, tr, params.data());
   } else {
     TiledBackwardQueries(p, args, tr, params.data(), nullptr,
