@@ -361,19 +361,16 @@ ConstTensor QuantizedOperands::Value(ConstTensor v, const char* name) {
 }
 
 namespace {
-// Whether bwd = int8's three token-sum products take the dot tiles rather than AMX's int8 ones:
-// where the bf16 pair products run on the dot tiles (AMD), as the codes' bf16 values.
-bool Int8BackwardOnDotTiles() {
-  return !native::Bf16PairsOnAmx() && native::Bf16PairsEnabled();
-}
+// Whether the bf16 pair products run on avx512_bf16's dot tiles rather than AMX (AMD): there
+// bwd = int8's three token-sum products take them too, as the codes' bf16 values.
+bool PairsOnDotTiles() { return !native::Bf16PairsOnAmx() && native::Bf16PairsEnabled(); }
 }  // namespace
 
 bool QuantizedOperands::BackwardTilesApply() const {
   const Precision& p = precision_;
   const bool int8 = p.bwd == quant::Format::kInt8 &&
                     native::AmxInt8TakesDim(size_t(shape_.head_dim)) &&
-                    (native::NativePathEnabled(native::NativePath::kAmxInt8) ||
-                     Int8BackwardOnDotTiles());
+                    (native::NativePathEnabled(native::NativePath::kAmxInt8) || PairsOnDotTiles());
   // The bf16 pair products on AMX tiles, or on avx512_bf16's dot tiles where the CPU runs a
   // bf16 dot at an FMA's rate (AMD): 0.73-0.82x the rounded fp32 products' time on Zen 5
   // (docs/performance.md §4.23). int8's token sums on AMX int8 tiles or, as exact integer
@@ -381,7 +378,7 @@ bool QuantizedOperands::BackwardTilesApply() const {
   // tiles take two passes where the register tiles' whole-head pass takes one, which cost
   // 1.05-1.10x a `small` training step (64 tokens, D 32).
   const bool one_tile = size_t(shape_.q_len) <= kTileMax && size_t(shape_.kv_len) <= kTileMax;
-  if (one_tile && !native::Bf16PairsOnAmx()) return false;
+  if (one_tile && PairsOnDotTiles()) return false;
   return p.path == ComputePath::kNative && (p.bwd == quant::Format::kBf16 || int8) &&
          native::Bf16PairsEnabled() &&
          p.BackwardDpFormat() == quant::Format::kBf16 &&
@@ -636,7 +633,7 @@ void QuantizedOperands::PrepareBackwardTiles(const BackwardArgs& args, BackwardR
     // A key tile's int8 products read up to 128 queries from its query tile's start.
     bt.int8 = true;
     bt.q_pad8 = bt.q_pad + 64;
-    if (Int8BackwardOnDotTiles()) {
+    if (PairsOnDotTiles()) {
       bt.q_t8_bf16 = Bf16ChannelRows(args.q, hq, tq, bt.q_pad8, bt.q_scales8);
       bt.k_t8_bf16 = Bf16ChannelRows(args.k, hk, tk, bt.kv_pad, bt.k_scales8);
       bt.d_o_t8_bf16 = Bf16ChannelRows(args.d_o, hq, tq, bt.q_pad8, bt.d_o_scales8);
@@ -651,7 +648,6 @@ void QuantizedOperands::PrepareBackwardTiles(const BackwardArgs& args, BackwardR
     bt.d_o_t = Bf16Codes(r.d_o, hq, tq, bt.q_pad, L::kTransposed, finite);
   }
   bt.on = finite;
-  bt.amx_tiles = native::Bf16PairsOnAmx() || (bt.int8 && bt.q_t8_bf16 == nullptr);
   if (finite) r.tiles = bt;
 }
 

@@ -137,7 +137,6 @@ struct AmxPv {
 // same layout) and P and dS as bf16 pairs of their codes: the same sums (Int8Gradient).
 struct BackwardTiles {
   bool on = false;
-  bool amx_tiles = false;  // some product on AMX: each task holds an AmxTiles scope
   bool scores = false;  // S and S^T on tiles too (Q and K bf16 values)
   size_t q_pad = 0, kv_pad = 0;
   const uint16_t *q_rows = nullptr, *q_pairs = nullptr, *k_rows = nullptr, *k_pairs = nullptr;

@@ -301,7 +301,7 @@ void TiledBackwardQueries(const AttentionProblem& p, const BackwardArgs& args, c
     const KeysOnTiles k_t =
         on_tiles ? KeysOnTilesOf(p.bwd.tiles, b * p.kv_heads + h / p.group(), dim) : KeysOnTiles{};
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (on_tiles && p.bwd.tiles.amx_tiles) tiles.emplace();
+    if (on_tiles && native::Bf16PairsOnAmx()) tiles.emplace();  // int8 on AMX comes with bf16
     const auto store_dq = [&] {
       if (on_tiles) {
         StoreTransposed(dq, nq, dim, kTileQ, p.scale, RowOf(args.dq, b, h, i0),

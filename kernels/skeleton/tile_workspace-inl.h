@@ -551,10 +551,6 @@ HWY_INLINE float BackwardBlockScale(const BackwardRounding& r, float amax) {
   return amax / quant::FormatMax(r.format);
 }
 
-// docs/math.md §4.2: one block of the backward's P or dS (rows x cols of a tile whose rows are
-// `stride` apart, padded to whole vectors) rounded in place: scaled formats with one scale for
-// the block, amax / FormatMax over its rows x cols (a block without a finite nonzero magnitude
-// is left as it is), bf16 at scale 1.
 // The largest magnitude in a block (rows x cols, `stride` apart), and with kPoison whether an
 // entry was inf or NaN (a NaN sum of entry x 0). Four rows at a time into four chains: one
 // chain of maxima and sums was bound by their latency (a tenth of a bwd=int8 backward's time).
@@ -596,6 +592,10 @@ HWY_INLINE BlockMagnitude BlockAbsMax(const float* tile, size_t rows, size_t str
           !kPoison || !std::isnan(hn::GetLane(hn::SumOfLanes(d, p)))};
 }
 
+// docs/math.md §4.2: one block of the backward's P or dS (rows x cols of a tile whose rows are
+// `stride` apart, padded to whole vectors) rounded in place: scaled formats with one scale for
+// the block, amax / FormatMax over its rows x cols (a block without a finite nonzero magnitude
+// is left as it is), bf16 at scale 1.
 HWY_INLINE void RoundBackwardBlock(const BackwardRounding& r, float* tile, size_t rows,
                                    size_t stride, size_t cols) {
   if (r.format == quant::Format::kFp32) return;

@@ -143,7 +143,7 @@ void TiledBackwardKeys(const AttentionProblem& p, const BackwardArgs& args, cons
                  *const dv = side.dv;
     const bool on_tiles = !Transform::kSparseWeights && p.bwd.tiles.on;
     std::optional<native::AmxTiles> tiles;  // configured once for the task's tile products
-    if (on_tiles && p.bwd.tiles.amx_tiles) tiles.emplace();
+    if (on_tiles && native::Bf16PairsOnAmx()) tiles.emplace();  // int8 on AMX comes with bf16
 
     const size_t first_query = p.FirstQuerySeeing(j0);
     for (size_t h = kv_head * p.group(); h < (kv_head + 1) * p.group(); ++h) {
