@@ -185,6 +185,17 @@ HWY_INLINE hn::Vec<DF> DecodeFp8Lanes(DF df, hn::Vec<hn::Rebind<uint8_t, DF>> co
   return DecodeMiniFloat<kF>(df, hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<DF>(), codes)));
 #endif
 }
+
+// x rounded to fp16 and back: with F16C the two conversions alone, not EncodeFp16Lanes' and
+// DecodeFp16Lanes' round trip through int32 codes.
+template <class DF>
+HWY_INLINE hn::Vec<DF> RoundFp16Lanes(DF df, hn::Vec<DF> x) {
+#if LPATTN_QUANT_F16C
+  return hn::PromoteTo(df, hn::DemoteTo(hn::Rebind<hwy::float16_t, DF>(), x));
+#else
+  return DecodeMiniFloat<kFp16Layout>(df, EncodeMiniFloat<kFp16Layout>(df, x));
+#endif
+}
 #undef LPATTN_QUANT_F16C
 
 template <class DF>
@@ -204,7 +215,7 @@ HWY_INLINE hn::Vec<DF> RoundLanesUnscaled(DF df, hn::Vec<DF> x, Format format) {
     case Format::kBf16:
       return RoundMiniFloat<kBf16Layout>(df, x);
     case Format::kFp16:
-      return DecodeFp16Lanes(df, EncodeFp16Lanes(df, x));
+      return RoundFp16Lanes(df, x);
     case Format::kFp8E4M3:
       return RoundMiniFloat<kE4M3Layout>(df, x);
     case Format::kFp8E5M2:

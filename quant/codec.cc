@@ -42,7 +42,7 @@ template <> struct Codec<Format::kFp16>
     : MiniFloatCodec<kFp16Layout, uint16_t, EncodeFp16, DecodeFp16> {
   static hn::Vec<DI> Encode(hn::Vec<DF> x) { return EncodeFp16Lanes(DF(), x); }  // F16C
   static hn::Vec<DF> Decode(hn::Vec<DI> code) { return DecodeFp16Lanes(DF(), code); }
-  static hn::Vec<DF> RoundTrip(hn::Vec<DF> x) { return Decode(Encode(x)); }
+  static hn::Vec<DF> RoundTrip(hn::Vec<DF> x) { return RoundFp16Lanes(DF(), x); }
 };
 template <> struct Codec<Format::kFp8E4M3>
     : MiniFloatCodec<kE4M3Layout, uint8_t, EncodeE4M3, DecodeE4M3> {};
@@ -98,13 +98,27 @@ void DecodeRowT(const void* codes_in, float scale, float* out, size_t n) {
   for (; i < n; ++i) out[i] = C::DecodeScalar(codes[i]) * scale;
 }
 
-// scales: one per element (kPerElement) or scales[0] for all.
+// scales: one per element (kPerElement) or scales[0] for all. inverses (kPerElement): null, or
+// each scale's exact inverse to multiply by.
 template <Format kFormat, bool kPerElement>
-HWY_INLINE void RoundTripRowT(const float* x, const float* scales, float* out, size_t n) {
+HWY_INLINE void RoundTripRowT(const float* x, const float* scales, float* out, size_t n,
+                              const float* inverses = nullptr) {
   using C = Codec<kFormat>;
   const DF df;
   const size_t N = hn::Lanes(df);
   size_t i = 0;
+  if (kPerElement && inverses) {
+    for (; i + N <= n; i += N) {
+      const auto x_over = hn::Mul(hn::LoadU(df, x + i), hn::LoadU(df, inverses + i));
+      hn::StoreU(hn::Mul(C::RoundTrip(x_over), hn::LoadU(df, scales + i)), df, out + i);
+    }
+  } else if (!kPerElement && InverseIsExact(scales[0])) {  // a scaled cast's power of two
+    const auto vscale = hn::Set(df, scales[0]), inverse = hn::Set(df, 1.0f / scales[0]);
+    for (; i + N <= n; i += N) {
+      hn::StoreU(hn::Mul(C::RoundTrip(hn::Mul(hn::LoadU(df, x + i), inverse)), vscale), df,
+                 out + i);
+    }
+  }
   for (; i + N <= n; i += N) {
     const auto vscale = kPerElement ? hn::LoadU(df, scales + i) : hn::Set(df, scales[0]);
     hn::StoreU(hn::Mul(C::RoundTrip(hn::Div(hn::LoadU(df, x + i), vscale)), vscale), df,
@@ -207,8 +221,9 @@ void RoundTripRowsTarget(Format format, const float* x, size_t x_stride, const f
   });
 }
 void RoundTripRowScalesTarget(Format format, const float* x, const float* scales, float* out,
-                              size_t n) {
-  WithFormat(format, [&]<Format kFormat>() { RoundTripRowT<kFormat, true>(x, scales, out, n); });
+                              size_t n, const float* inverses) {
+  WithFormat(format,
+             [&]<Format kFormat>() { RoundTripRowT<kFormat, true>(x, scales, out, n, inverses); });
 }
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
@@ -288,13 +303,13 @@ void RoundTripRows(Format format, const float* x, size_t x_stride, const float* 
   HWY_DYNAMIC_DISPATCH(RoundTripRowsTarget)(format, x, x_stride, scales, out, out_stride, rows, n);
 }
 
-void RoundTripRowScales(Format format, const float* x, const float* scales, float* out,
-                        size_t n) {
+void RoundTripRowScales(Format format, const float* x, const float* scales, float* out, size_t n,
+                        const float* inverses) {
   if (format == Format::kFp32) {
     if (out != x) std::memmove(out, x, n * sizeof(float));
     return;
   }
-  HWY_DYNAMIC_DISPATCH(RoundTripRowScalesTarget)(format, x, scales, out, n);
+  HWY_DYNAMIC_DISPATCH(RoundTripRowScalesTarget)(format, x, scales, out, n, inverses);
 }
 
 }  // namespace lpattn::quant

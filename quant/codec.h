@@ -16,8 +16,10 @@ void EncodeRow(Format format, const float* x, float scale, void* codes, size_t n
 void DecodeRow(Format format, const void* codes, float scale, float* out, size_t n);
 // out[i] = decode(encode(x[i] / scale)) * scale: quantize then dequantize (x == out allowed).
 void RoundTripRow(Format format, const float* x, float scale, float* out, size_t n);
-// The same with a scale per element (per-channel quantizers): scales[i] for x[i].
-void RoundTripRowScales(Format format, const float* x, const float* scales, float* out, size_t n);
+// The same with a scale per element (per-channel quantizers): scales[i] for x[i]. With
+// inverses (each exactly 1 / scales[i]: InverseIsExact), x[i] * inverses[i] for the division.
+void RoundTripRowScales(Format format, const float* x, const float* scales, float* out, size_t n,
+                        const float* inverses = nullptr);
 
 // The same over `rows` rows of n values in one call (a slice of a tensor): row r read at
 // x + r * x_stride with scale scales[r], written at codes + r * codes_stride (in codes) or

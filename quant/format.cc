@@ -102,6 +102,26 @@ bool FormatIsScaled(Format format) {
   return format == Format::kFp8E4M3 || format == Format::kFp8E5M2 || format == Format::kInt8;
 }
 
+float ScaleOfMax(Format format, float amax) {
+  const float rounded = amax / FormatMax(format);
+  if (FormatIsScaled(format)) return rounded;
+  // A normal ratio: the next power of two from its bits (kernels ask once a block). Its
+  // rounding moves amax / scale by at most 2^-24 of FormatMax, below half the format's ulp.
+  const uint32_t bits = std::bit_cast<uint32_t>(rounded);
+  if (rounded >= std::numeric_limits<float>::min() && rounded <= 0x1p+126f) {
+    return (bits & 0x7FFFFFu) == 0 ? rounded
+                                   : std::bit_cast<float>((bits & 0x7F800000u) + 0x800000u);
+  }
+  // In double: an fp32 ratio below fp32's normal range would round down, and amax over its
+  // power of two overflow the format. 2^-149, the least scale, maps no amax past FormatMax.
+  const double ratio = double(amax) / double(FormatMax(format));
+  if (!(ratio > 0.0) || !std::isfinite(ratio)) return float(ratio);
+  int exponent;
+  const double fraction = std::frexp(ratio, &exponent);  // ratio = fraction 2^exponent
+  const double power = fraction == 0.5 ? ratio : std::ldexp(1.0, exponent);
+  return float(std::max(power, 0x1p-149));
+}
+
 uint16_t EncodeBf16(float x) { return uint16_t(EncodeMini(kBf16Layout, x)); }
 float DecodeBf16(uint16_t code) { return std::bit_cast<float>(uint32_t(code) << 16); }
 uint16_t EncodeFp16(float x) { return uint16_t(EncodeMini(kFp16Layout, x)); }

@@ -13,6 +13,7 @@
 #ifndef LPATTN_QUANT_FORMAT_H_
 #define LPATTN_QUANT_FORMAT_H_
 
+#include <bit>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -38,6 +39,18 @@ float FormatMax(Format format);
 // Formats whose quantizers compute a scale per group (fp8 and int8: their range is narrow).
 // bf16 and fp16 are plain casts with scale 1.
 bool FormatIsScaled(Format format);
+// The scale of a group whose largest magnitude is amax (> 0): amax / FormatMax for a scaled
+// format; for a cast scaled anyway (bf16, fp16: QuantSpec::scale_casts, the backward's P and dS,
+// docs/math.md §4.2) the smallest power of two at least that, so that dividing and
+// multiplying by it are exact and a value's rounding is the cast's own over a moved range.
+float ScaleOfMax(Format format, float amax);
+// Whether x / scale equals x * (1 / scale) for every x: scale a power of two whose inverse is
+// a normal float. Kernels then multiply, a division costing several times a product.
+inline bool InverseIsExact(float scale) {
+  const uint32_t bits = std::bit_cast<uint32_t>(scale);
+  const uint32_t exponent = bits >> 23;  // the sign bit clear: at most 255
+  return (bits & 0x7FFFFFu) == 0 && exponent >= 1 && exponent <= 253;
+}
 
 // The scale for values in [-1, 1] that get no quantizer of their own (P, K-interval's grid):
 // 1/127 for int8, 1 for the float formats.

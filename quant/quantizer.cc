@@ -144,11 +144,11 @@ std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, 
   return amax;
 }
 
-// amax / FormatMax, with 1 for an all-zero group (its codes are 0 whatever the scale).
+// ScaleOfMax (amax / FormatMax, a power of two for a scaled cast), with 1 for an all-zero group
+// (its codes are 0 whatever the scale).
 std::vector<float> GroupScales(const QuantSpec& spec, std::vector<float> amax, const char* what) {
-  const float format_max = FormatMax(spec.format);
   for (float& a : amax) {
-    const float scale = a / format_max;
+    const float scale = ScaleOfMax(spec.format, a);
     if (a > 0.0f && scale == 0.0f) {
       throw std::invalid_argument(std::string(what) + ": a group's largest magnitude (" +
                                   std::to_string(a) + ") gives a " + FormatName(spec.format) +
@@ -171,9 +171,17 @@ void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, 
     scales = GroupScales(spec, GroupMaxima(s, mean, what), what);
   }
 
+  // Per-channel powers of two (a scaled cast's) are applied as products by their inverses.
+  std::vector<float> inverses;
+  if (spec.granularity == Granularity::kChannel &&
+      std::all_of(scales.begin(), scales.end(), InverseIsExact)) {
+    inverses.resize(scales.size());
+    for (size_t i = 0; i < scales.size(); ++i) inverses[i] = 1.0f / scales[i];
+  }
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
     const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
     const float* slice_scales = scales.data() + slice * groups;
+    const float* slice_inverses = inverses.empty() ? nullptr : inverses.data() + slice * groups;
     if (!slice_mean && spec.granularity != Granularity::kChannel) {  // the rows in one call
       std::vector<float> row_scales(size_t(x.tokens));
       for (int64_t t = 0; t < x.tokens; ++t) row_scales[size_t(t)] = slice_scales[s.Group(t)];
@@ -190,7 +198,7 @@ void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, 
       }
       switch (spec.granularity) {
         case Granularity::kChannel:
-          RoundTripRowScales(spec.format, row, slice_scales, dst, size_t(dim));
+          RoundTripRowScales(spec.format, row, slice_scales, dst, size_t(dim), slice_inverses);
           break;
         case Granularity::kTensor:
           RoundTripRow(spec.format, row, slice_scales[0], dst, size_t(dim));

@@ -3,7 +3,8 @@
 //
 // A scaled format (fp8, int8; FormatIsScaled) divides each group by scale = amax / FormatMax,
 // amax the group's largest magnitude, so the group's extreme maps to the format's; bf16 and fp16
-// are casts (scale 1, granularity irrelevant). An all-zero group quantizes to zeros.
+// are casts (scale 1, granularity irrelevant) unless QuantSpec::scale_casts gives them a power
+// of two per group (ScaleOfMax). An all-zero group quantizes to zeros.
 #ifndef LPATTN_QUANT_QUANTIZER_H_
 #define LPATTN_QUANT_QUANTIZER_H_
 
@@ -31,8 +32,9 @@ struct QuantSpec {
   // back after dequantizing: the rounding then sees the centred values. (For K this shifts each
   // score row by q . mean, which softmax ignores; adding it back keeps every transform exact.)
   bool smooth = false;
-  // Scale bf16 and fp16 groups too (amax / FormatMax), where values may be too small for a plain
-  // cast: the low-precision backward's fp16 operands (docs/math.md §4.2). Scaled formats ignore it.
+  // Scale bf16 and fp16 groups too (a power of two, ScaleOfMax), where values may be too small
+  // for a plain cast: the low-precision backward's fp16 operands (docs/math.md §4.2). Scaled
+  // formats ignore it.
   bool scale_casts = false;
 };
 

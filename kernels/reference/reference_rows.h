@@ -171,8 +171,9 @@ inline BackwardProductOperands RoundedBackwardOperands(const AttentionShape& s,
 }
 
 // One (batch, head)'s P or dS, [q_len x kv_len], rounded block by block: a scaled format (int8, and
-// fp16 here) with amax / FormatMax of the block's float values (a block without a finite
-// nonzero magnitude, or whose scale underflows, is left as it is), bf16 at scale 1.
+// fp16 here) with ScaleOfMax of the block's float values (int8's amax / FormatMax, fp16's power of
+// two; a block without a finite nonzero magnitude, or whose scale underflows, is left as it is),
+// bf16 at scale 1.
 inline void RoundBackwardBlocks(const Precision& p, std::vector<double>& ds, int64_t q_len,
                             int64_t kv_len) {
   if (p.bwd == quant::Format::kFp32) return;
@@ -191,7 +192,7 @@ inline void RoundBackwardBlocks(const Precision& p, std::vector<double>& ds, int
         float m = 0.0f;
         each([&](double x) { m = std::max(m, std::fabs(float(x))); });
         if (!(m > 0.0f) || !std::isfinite(m)) continue;
-        scale = m / quant::FormatMax(p.bwd);
+        scale = quant::ScaleOfMax(p.bwd, m);
         if (scale == 0.0f) continue;
       }
       each([&](double& x) { x = double(quant::RoundToFormat(p.bwd, float(x), scale)); });

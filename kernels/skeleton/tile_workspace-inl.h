@@ -484,6 +484,17 @@ HWY_INLINE void RoundTile(float* HWY_RESTRICT tile, size_t rows, size_t stride, 
     }
     return;
   }
+  if (quant::InverseIsExact(scale)) {  // fp16's power-of-two block scales: no division
+    const auto inverse = hn::Set(d, 1.0f / scale), vscale = hn::Set(d, scale);
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t c = 0; c < cols; c += N) {
+        float* w = tile + r * stride + c;
+        const auto x = hn::Mul(hn::LoadU(d, w), inverse);
+        hn::StoreU(hn::Mul(quant::HWY_NAMESPACE::RoundLanesUnscaled(d, x, format), vscale), d, w);
+      }
+    }
+    return;
+  }
   for (size_t r = 0; r < rows; ++r) {
     for (size_t c = 0; c < cols; c += N) {
       float* w = tile + r * stride + c;
@@ -543,12 +554,12 @@ HWY_INLINE void UnfoldTokenScales(const HeadRows& v, size_t j0, size_t nk, size_
 }
 
 // docs/math.md §4.2: the scale of a block of the backward's P or dS whose largest magnitude is
-// amax: 1 unscaled (bf16, fp16), else amax / FormatMax; 0 for a block left as it is (no finite
-// nonzero magnitude, or one below every scale).
+// amax: 1 unscaled (bf16), else ScaleOfMax (int8's amax / FormatMax, fp16's power of two); 0
+// for a block left as it is (no finite nonzero magnitude, or one below every scale).
 HWY_INLINE float BackwardBlockScale(const BackwardRounding& r, float amax) {
   if (!r.scaled) return 1.0f;
   if (!(amax > 0.0f) || !std::isfinite(amax)) return 0.0f;
-  return amax / quant::FormatMax(r.format);
+  return quant::ScaleOfMax(r.format, amax);
 }
 
 // The largest magnitude in a block (rows x cols, `stride` apart), and with kPoison whether an

@@ -206,7 +206,8 @@ TEST(QuantCodec, VectorMatchesScalarOnEveryTarget) {
     ASSERT_TRUE(pinned.ok) << target;
     for (Format f : {Format::kBf16, Format::kFp16, Format::kFp8E4M3, Format::kFp8E5M2,
                      Format::kInt8}) {
-      for (float scale : {1.0f, 0.37f}) {
+      // Powers of two take the multiplication by their inverse (InverseIsExact).
+      for (float scale : {1.0f, 0.37f, 0x1p-20f, 0x1p+7f}) {
         std::vector<uint8_t> codes(xs.size() * size_t(FormatBytes(f)));
         std::vector<float> decoded(xs.size()), trip(xs.size());
         EncodeRow(f, xs.data(), scale, codes.data(), xs.size());
@@ -326,7 +327,76 @@ TEST(QuantCodec, RowBlocksMatchTheRowsOneByOneOnEveryTarget) {
   }
 }
 
+// Per-element scales (per-channel quantizers), divided or multiplied by given exact inverses:
+// the scalar codec's x / scale, rounded, times scale, bit for bit.
+TEST(QuantCodec, PerElementScalesAndTheirInversesMatchTheScalarCodecOnEveryTarget) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const size_t n = 67;
+  std::vector<float> x(n), powers(n), ratios(n), inverses(n);
+  for (size_t i = 0; i < n; ++i) {
+    x[i] = normal(rng) * std::ldexp(1.0f, int(i % 41) - 30);  // magnitudes 2^-30 to 2^10
+    powers[i] = std::ldexp(1.0f, int(i % 29) - 24);
+    inverses[i] = 1.0f / powers[i];
+    ratios[i] = 0.013f * float(i + 1);
+  }
+  for (const std::string& target : test::SupportedTargets()) {
+    test::ScopedTarget pinned(target);
+    ASSERT_TRUE(pinned.ok) << target;
+    for (Format f : {Format::kBf16, Format::kFp16, Format::kFp8E4M3, Format::kInt8}) {
+      std::vector<float> divided(n), multiplied(n), other(n);
+      RoundTripRowScales(f, x.data(), powers.data(), divided.data(), n);
+      RoundTripRowScales(f, x.data(), powers.data(), multiplied.data(), n, inverses.data());
+      RoundTripRowScales(f, x.data(), ratios.data(), other.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        const float want = RoundToFormat(f, x[i], powers[i]);
+        EXPECT_TRUE(SameValue(divided[i], want)) << target << " " << FormatName(f) << " " << i;
+        EXPECT_TRUE(SameValue(multiplied[i], want)) << target << " " << FormatName(f) << " " << i;
+        EXPECT_TRUE(SameValue(other[i], RoundToFormat(f, x[i], ratios[i])))
+            << target << " " << FormatName(f) << " " << i;
+      }
+    }
+  }
+}
+
 // ---- quantizers -------------------------------------------------------------------------
+
+// ScaleOfMax: a scaled format's amax / FormatMax; a scaled cast's smallest power of two at
+// least that, whose inverse the kernels multiply by when it is exact.
+TEST(QuantQuantizer, ScaledCastsTakeThePowerOfTwoAtOrAboveTheirRatio) {
+  EXPECT_EQ(ScaleOfMax(Format::kInt8, 3.0f), 3.0f / 127.0f);
+  EXPECT_EQ(ScaleOfMax(Format::kFp8E4M3, 3.0f), 3.0f / 448.0f);
+  EXPECT_EQ(ScaleOfMax(Format::kFp16, 65504.0f), 1.0f);
+  EXPECT_EQ(ScaleOfMax(Format::kFp16, 65505.0f), 2.0f);
+  EXPECT_EQ(ScaleOfMax(Format::kFp16, 1.0f), 0x1p-15f);  // 1 / 65504 is just above 2^-16
+  EXPECT_EQ(ScaleOfMax(Format::kFp16, 1e-30f), 0x1p-115f);
+  EXPECT_EQ(ScaleOfMax(Format::kFp16, 1e-40f), 0x1p-148f);  // a ratio below fp32's subnormals
+  EXPECT_EQ(ScaleOfMax(Format::kBf16, 1e-30f), 0x1p-149f);  // the least scale
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> exponent(-40.0f, 40.0f);
+  for (int i = 0; i < 1000; ++i) {
+    const float amax = std::exp2(exponent(rng));
+    for (Format f : {Format::kFp16, Format::kBf16}) {
+      const float scale = ScaleOfMax(f, amax);
+      const double ratio = double(amax) / FormatMax(f);  // below fp32's normals for bf16
+      int e;
+      EXPECT_EQ(std::frexp(scale, &e), 0.5f) << amax;  // a power of two
+      EXPECT_GE(scale, ratio) << amax;
+      EXPECT_TRUE(scale < 2.0 * ratio || scale == 0x1p-149f) << amax;
+      EXPECT_TRUE(std::isfinite(RoundToFormat(f, amax, scale))) << amax;  // no overflow
+      EXPECT_LE(std::fabs(RoundToFormat(f, amax, scale)), amax * (1.0f + 0x1p-7f)) << amax;
+      EXPECT_TRUE(InverseIsExact(scale) || scale < 0x1p-125f || scale > 0x1p+125f) << scale;
+    }
+  }
+  EXPECT_TRUE(InverseIsExact(1.0f));
+  EXPECT_TRUE(InverseIsExact(0x1p-126f));
+  EXPECT_TRUE(InverseIsExact(0x1p+126f));
+  EXPECT_FALSE(InverseIsExact(0x1p+127f));  // its inverse is subnormal
+  EXPECT_FALSE(InverseIsExact(0x1p-127f));  // subnormal
+  EXPECT_FALSE(InverseIsExact(3.0f));
+  EXPECT_FALSE(InverseIsExact(-2.0f));
+  EXPECT_FALSE(InverseIsExact(0.0f));
+}
 
 struct Dense {
   int64_t batch, heads, tokens, dim;
@@ -514,6 +584,45 @@ TEST(QuantQuantizer, ZeroGroupsGiveZerosAndBadInputIsRejected) {
   EXPECT_THROW(QuantizeDequantize({Format::kFp8E5M2, Granularity::kToken, 64, false}, tiny.view(),
                                   out.data(), "Q"),
                std::invalid_argument);
+}
+
+// The backward's fp16 operands (QuantSpec::scale_casts): each group on its power of two, so a
+// group of gradients far below fp16's normal range keeps fp16's 11 significant bits, and
+// the result is the cast's own rounding of x / scale.
+TEST(QuantQuantizer, ScaledFp16CastsKeepElevenBitsOfTinyGroups) {
+  Dense x = RandomTensor(1, 2, 40, 24, 29);
+  for (int64_t t = 0; t < 40; ++t) {
+    for (int64_t c = 0; c < 24; ++c) x.at(0, 1, t, c) *= 1e-9f;  // head 1: far below 2^-14
+  }
+  for (Granularity g : {Granularity::kToken, Granularity::kChannel}) {
+    QuantSpec spec{Format::kFp16, g, 64, false};
+    spec.scale_casts = true;
+    std::vector<float> out(x.data.size());
+    QuantizeDequantize(spec, x.view(), out.data(), "dO");
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t t = 0; t < 40; ++t) {
+        for (int64_t c = 0; c < 24; ++c) {
+          const float v = x.at(0, h, t, c);
+          float amax = 0.0f;
+          for (int64_t u = 0; u < 40; ++u) {
+            for (int64_t k = 0; k < 24; ++k) {
+              if ((g == Granularity::kToken && u == t) || (g == Granularity::kChannel && k == c)) {
+                amax = std::max(amax, std::fabs(x.at(0, h, u, k)));
+              }
+            }
+          }
+          const float scale = float(std::exp2(std::ceil(std::log2(double(amax) / 65504.0))));
+          const float got = out[size_t(((h * 40) + t) * 24 + c)];
+          ASSERT_EQ(got, RoundToFormat(Format::kFp16, v / scale) * scale)
+              << GranularityName(g) << " h " << h << " t " << t << " c " << c;
+          // Relative error of fp16 normals, unless v is under 2^-14 of its group's scale.
+          if (std::fabs(v) / scale >= 0x1p-14f) {
+            ASSERT_LE(std::fabs(got - v), std::fabs(v) * 0x1p-11f) << h << " " << t << " " << c;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
