@@ -61,10 +61,34 @@ HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t
   if (!p.ModifiesScores()) return;
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  HWY_ALIGN float slope[kTileMax], position[kTileMax], begin[kTileMax];
-  size_t last_begin = 0;
   columns = std::min(columns, live.end);
   const bool alibi = p.alibi_slopes != nullptr;
+  // Consecutive queries without ALiBi: each vector's first keys from one position, where the
+  // scalar set-up per column below cost a windowed key tile a quarter of its own time outside
+  // the products (docs/performance.md §4.25).
+  if (!alibi && p.head_rows == 0) {
+    const size_t rows = std::min(columns, nq);
+    if (live.begin >= rows || WindowHidesNone(p, j0, p.VisibleBegin(i0 + rows - 1))) return;
+    const size_t last_begin = p.VisibleBegin(i0 + rows - 1);  // the rows' greatest
+    const size_t keys = p.softcap != 0.0f ? nk : std::min(nk, last_begin - j0);
+    const auto none = hn::Zero(d);
+    for (size_t i = live.begin; i < columns; i += N) {
+      // VisibleBegin per lane (0 past nq), exact in floats below 2^24 positions.
+      const auto row = hn::Iota(d, float(i));
+      const auto from = hn::Add(row, hn::Set(d, float(p.QueryPosition(i0)) - float(p.window) + 1));
+      const auto first =
+          hn::IfThenElseZero(hn::Lt(row, hn::Set(d, float(nq))),
+                             hn::Min(hn::Max(from, none), hn::Set(d, float(p.kv_len))));
+      for (size_t j = 0; j < keys; ++j) {
+        float* sc = st + j * stride + i;
+        const auto key = hn::Set(d, float(j0 + j));
+        hn::StoreU(ModifiedScores(d, p, hn::LoadU(d, sc), key, none, none, first), d, sc);
+      }
+    }
+    return;
+  }
+  HWY_ALIGN float slope[kTileMax], position[kTileMax], begin[kTileMax];
+  size_t last_begin = 0;
   for (size_t i = live.begin; i < columns; ++i) {
     const bool row = i < nq;
     slope[i] = row && alibi ? p.alibi_slopes[p.RowHead(h, i0 + i)] : 0.0f;
