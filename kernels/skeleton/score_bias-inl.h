@@ -68,8 +68,9 @@ HWY_INLINE void ModifyScoresKeyMajor(const AttentionProblem& p, size_t h, size_t
   // the products (docs/performance.md §4.25).
   if (!alibi && p.head_rows == 0) {
     const size_t rows = std::min(columns, nq);
-    if (live.begin >= rows || WindowHidesNone(p, j0, p.VisibleBegin(i0 + rows - 1))) return;
+    if (live.begin >= rows) return;
     const size_t last_begin = p.VisibleBegin(i0 + rows - 1);  // the rows' greatest
+    if (WindowHidesNone(p, j0, last_begin)) return;
     const size_t keys = p.softcap != 0.0f ? nk : std::min(nk, last_begin - j0);
     const auto none = hn::Zero(d);
     for (size_t i = live.begin; i < columns; i += N) {
