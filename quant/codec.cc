@@ -90,6 +90,10 @@ void DecodeRowT(const void* codes_in, float scale, float* out, size_t n) {
       constexpr MiniFloat kF = kFormat == Format::kFp8E4M3 ? kE4M3Layout : kE5M2Layout;
       const hn::Rebind<uint8_t, DF> d8;
       hn::StoreU(hn::Mul(DecodeFp8Lanes<kF>(df, hn::LoadU(d8, codes + i)), vscale), df, out + i);
+    } else if constexpr (kFormat == Format::kFp16) {  // the kernels' in-register decode
+      hn::StoreU(hn::Mul(LoadFp16Lanes(df, codes + i), vscale), df, out + i);
+    } else if constexpr (kFormat == Format::kBf16) {
+      hn::StoreU(hn::Mul(LoadBf16Lanes(df, codes + i), vscale), df, out + i);
     } else {
       const auto code = hn::PromoteTo(di, hn::LoadU(dc, codes + i));
       hn::StoreU(hn::Mul(C::Decode(code), vscale), df, out + i);

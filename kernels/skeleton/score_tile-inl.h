@@ -80,11 +80,10 @@ HWY_INLINE hn::Vec<DF> LanesAt(DF df, const void* row, size_t c) {
   } else if constexpr (kKind == RowKind::kE4M3Over256) {
     const hn::Rebind<uint8_t, DF> d8;
     return qn::DecodeE4M3Over256(df, hn::LoadU(d8, static_cast<const uint8_t*>(row) + c));
-  } else if constexpr (kKind == RowKind::kBf16 || kKind == RowKind::kFp16) {
-    const hn::Rebind<uint16_t, DF> d16;
-    const auto code = hn::PromoteTo(di, hn::LoadU(d16, static_cast<const uint16_t*>(row) + c));
-    if constexpr (kKind == RowKind::kFp16) return qn::DecodeFp16Lanes(df, code);
-    return qn::DecodeMiniFloat<quant::kBf16Layout>(df, code);
+  } else if constexpr (kKind == RowKind::kFp16) {
+    return qn::LoadFp16Lanes(df, static_cast<const uint16_t*>(row) + c);
+  } else if constexpr (kKind == RowKind::kBf16) {
+    return qn::LoadBf16Lanes(df, static_cast<const uint16_t*>(row) + c);
   } else {
     return hn::LoadU(df, static_cast<const float*>(row) + c);
   }

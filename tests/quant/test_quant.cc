@@ -251,6 +251,27 @@ TEST(QuantCodec, EveryFp8CodeDecodesAsTheScalarCodecOnEveryTarget) {
   }
 }
 
+// Every bf16 and fp16 code decodes as the scalar codec decodes it, on every target (the
+// kernels' in-register LoadBf16Lanes and LoadFp16Lanes, F16C's route included): NaN codes as
+// NaN, everything else (subnormals, infinities, -0) bit for bit.
+TEST(QuantCodec, Every16BitCodeDecodesAsTheScalarCodecOnEveryTarget) {
+  std::vector<uint16_t> codes(65536);
+  for (size_t c = 0; c < codes.size(); ++c) codes[c] = uint16_t(c);
+  for (const std::string& target : test::SupportedTargets()) {
+    test::ScopedTarget pinned(target);
+    ASSERT_TRUE(pinned.ok) << target;
+    for (Format f : {Format::kBf16, Format::kFp16}) {
+      std::vector<float> decoded(codes.size());
+      DecodeRow(f, codes.data(), 1.0f, decoded.data(), codes.size());
+      for (size_t c = 0; c < codes.size(); ++c) {
+        const float want = f == Format::kBf16 ? DecodeBf16(codes[c]) : DecodeFp16(codes[c]);
+        ASSERT_TRUE(SameValue(decoded[c], want)) << target << " " << FormatName(f) << " code " << c
+                                                 << ": " << decoded[c] << " vs " << want;
+      }
+    }
+  }
+}
+
 // A group's extreme on every target: the largest magnitude (negative values, subnormals and
 // -0 included), and +inf once any value, in the vectors or the tail, is infinite or NaN.
 TEST(QuantCodec, MaxAbsRowFindsTheExtremeAndNonFiniteValuesOnEveryTarget) {
