@@ -152,6 +152,13 @@ struct RowsAhead {
   // asked for by FewQueryIntScores as FewQueryScoresOf asks for `keys`.
   const AttentionProblem* int_keys = nullptr;
   size_t b = 0, kv_head = 0;
+  // Set by FlattenRowsAhead where every source is unpaged codes without scales: the next tile's
+  // first K and V rows (either null) and the bytes between rows, so that a request is a few
+  // prefetches, not a row resolved through its HeadRows (docs/design.md §8).
+  const char* flat_rows[2] = {nullptr, nullptr};
+  size_t flat_stride[2] = {0, 0};
+  size_t flat_bytes = 0;  // a row's bytes
+  bool flat = false, into_l1 = false;
 };
 // Where a decode tile's packed queries lie for the few-query score products: fp32 rows
 // (FewQueryScores), or int16 or biased byte rows and their scales (FewQueryIntScores,
@@ -1042,9 +1049,46 @@ HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size
   }
 }
 
+// Resolves ahead's requests once for its tile where its sources allow (RowsAhead::flat:
+// unpaged codes without scales, the 16-bit formats'): per request, finding the row through
+// its HeadRows and the level through AsksIntoL1 took about 40 instructions a key, a third of
+// an in-cache bf16 decode step's score loop on AMD Zen 5. Rows of floats keep those requests:
+// flat, an fp32 step measured 1.07-1.18x the time (docs/performance.md §4.26).
+HWY_INLINE void FlattenRowsAhead(RowsAhead& ahead) {
+  ahead.flat = false;
+  if (ahead.int_keys != nullptr) return;
+  const HeadRows* sources[2] = {ahead.keys, ahead.values};
+  for (size_t s = 0; s < 2; ++s) {
+    const HeadRows* src = sources[s];
+    ahead.flat_rows[s] = nullptr;
+    if (src == nullptr) continue;
+    if (src->block_table != nullptr || src->token_scales != nullptr || !src->coded()) return;
+    const size_t element = src->codes8 != nullptr ? 1 : src->codes != nullptr ? 2 : 4;
+    const char* base = src->codes8 != nullptr  ? reinterpret_cast<const char*>(src->codes8)
+                       : src->codes != nullptr ? reinterpret_cast<const char*>(src->codes)
+                                               : reinterpret_cast<const char*>(src->data);
+    ahead.flat_rows[s] = base + src->RowOffset(ahead.first) * element;
+    ahead.flat_stride[s] = src->token_stride * element;
+    ahead.flat_bytes = ahead.dim * element;
+  }
+  ahead.into_l1 = AsksIntoL1();
+  ahead.flat = true;
+}
+
+// Row j of a flat RowsAhead's tile, of each source it names, into the level it says.
+template <int kLocality>
+HWY_INLINE void AskFlatRows(const RowsAhead& ahead, size_t j) {
+  for (size_t s = 0; s < 2; ++s) {
+    if (ahead.flat_rows[s] == nullptr) continue;
+    const char* row = ahead.flat_rows[s] + j * ahead.flat_stride[s];
+    for (size_t b = 0; b < ahead.flat_bytes; b += 64) __builtin_prefetch(row + b, 0, kLocality);
+  }
+}
+
 // Row j of RowsAhead's next tile, of each source it names.
 HWY_INLINE void AskRowsAhead(const RowsAhead& ahead, size_t j) {
   if (j >= ahead.n) return;
+  if (ahead.flat) return ahead.into_l1 ? AskFlatRows<3>(ahead, j) : AskFlatRows<2>(ahead, j);
   if (ahead.keys != nullptr) PrefetchRowsOf(*ahead.keys, ahead.first + j, 1, ahead.dim);
   if (ahead.values != nullptr) PrefetchRowsOf(*ahead.values, ahead.first + j, 1, ahead.dim);
   if (ahead.int_keys != nullptr) {  // a code row, its scale and sum (a paged block's lie apart)

@@ -203,6 +203,7 @@ struct ForwardTileRun {
       // asked for key by key by the score loop
       ws.ahead = {ask_k ? &k : nullptr, ask_v ? &v : nullptr, next_j0, next, p.dim,
                   ask_codes ? &p : nullptr, t.batch, kv_head};
+      FlattenRowsAhead(ws.ahead);
     } else {
       if (ask_k) PrefetchRowsOf(k, next_j0, next, p.dim);
       if (ask_v) PrefetchRowsOf(v, next_j0, next, p.dim);
