@@ -152,14 +152,15 @@ struct RowsAhead {
   // asked for by FewQueryIntScores as FewQueryScoresOf asks for `keys`.
   const AttentionProblem* int_keys = nullptr;
   size_t b = 0, kv_head = 0;
-  // Set by FlattenRowsAhead where every source is codes without scales: the next tile's first
-  // K and V rows (either null) and the bytes between rows, or a paged source's base and code
-  // size, so that a request is a few prefetches, not a row resolved through its HeadRows
-  // (docs/design.md §8).
+  // Set by FlattenRowsAhead where every source is rows of codes: the next tile's first K and V
+  // rows (either null) and the bytes between rows, or a paged source's base and code size, so
+  // that a request is a few prefetches, not a row resolved through its HeadRows (docs/design.md
+  // §8).
   const char* flat_rows[2] = {nullptr, nullptr};
   size_t flat_stride[2] = {0, 0};
   const HeadRows* flat_pages[2] = {nullptr, nullptr};  // a paged source: its rows' base above
-  size_t flat_bytes = 0;  // a row's bytes
+  const HeadRows* flat_scaled[2] = {nullptr, nullptr};  // a source with a scale a row
+  size_t flat_bytes[2] = {0, 0};                        // a row's bytes
   bool flat = false, into_l1 = false;
 };
 // Where a decode tile's packed queries lie for the few-query score products: fp32 rows
@@ -1052,11 +1053,12 @@ HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size
 }
 
 // Resolves ahead's requests once for its tile where its sources allow (RowsAhead::flat: rows
-// of codes without scales, the 16-bit formats', paged or not): per request, finding the row's
-// kind and base through its HeadRows and the level through AsksIntoL1 took about 40
-// instructions a key, a third of an in-cache bf16 decode step's score loop on AMD Zen 5; a
-// paged row's block is still looked up per request. Rows of floats keep those requests: flat,
-// a contiguous fp32 step measured 1.07-1.18x the time (docs/performance.md §4.26).
+// of codes, paged or not, with or without a scale a row; not the integer products' K, whose
+// codes, scales and sums IntQk holds): per request, finding the row's kind and base through
+// its HeadRows and the level through AsksIntoL1 took about 40 instructions a key, a third of
+// an in-cache bf16 decode step's score loop on AMD Zen 5; a paged row's block and a row's
+// scale are still looked up per request. Rows of floats keep those requests: flat, a
+// contiguous fp32 step measured 1.07-1.18x the time (docs/performance.md §4.26).
 HWY_INLINE void FlattenRowsAhead(RowsAhead& ahead) {
   ahead.flat = false;
   if (ahead.int_keys != nullptr) return;
@@ -1065,7 +1067,7 @@ HWY_INLINE void FlattenRowsAhead(RowsAhead& ahead) {
     const HeadRows* src = sources[s];
     ahead.flat_rows[s] = nullptr;
     if (src == nullptr) continue;
-    if (src->token_scales != nullptr || !src->coded()) return;
+    if (!src->coded()) return;
     const size_t element = src->codes8 != nullptr ? 1 : 2;
     const char* base = src->codes8 != nullptr ? reinterpret_cast<const char*>(src->codes8)
                                               : reinterpret_cast<const char*>(src->codes);
@@ -1073,7 +1075,8 @@ HWY_INLINE void FlattenRowsAhead(RowsAhead& ahead) {
     ahead.flat_pages[s] = paged ? src : nullptr;
     ahead.flat_rows[s] = paged ? base : base + src->RowOffset(ahead.first) * element;
     ahead.flat_stride[s] = paged ? element : src->token_stride * element;
-    ahead.flat_bytes = ahead.dim * element;
+    ahead.flat_scaled[s] = src->token_scales != nullptr ? src : nullptr;
+    ahead.flat_bytes[s] = ahead.dim * element;
   }
   ahead.into_l1 = AsksIntoL1();
   ahead.flat = true;
@@ -1088,7 +1091,10 @@ HWY_INLINE void AskFlatRows(const RowsAhead& ahead, size_t j) {
     const char* row = pages != nullptr ? ahead.flat_rows[s] + pages->RowOffset(ahead.first + j) *
                                                                   ahead.flat_stride[s]
                                        : ahead.flat_rows[s] + j * ahead.flat_stride[s];
-    for (size_t b = 0; b < ahead.flat_bytes; b += 64) __builtin_prefetch(row + b, 0, kLocality);
+    for (size_t b = 0; b < ahead.flat_bytes[s]; b += 64) __builtin_prefetch(row + b, 0, kLocality);
+    if (const HeadRows* scaled = ahead.flat_scaled[s]) {
+      __builtin_prefetch(scaled->token_scales + scaled->ScaleOffset(ahead.first + j), 0, kLocality);
+    }
   }
 }
 
