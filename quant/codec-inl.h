@@ -137,7 +137,8 @@ HWY_INLINE hn::Vec<DF> DecodeFp16Lanes(DF df, hn::Vec<hn::RebindToSigned<DF>> co
 // DecodeMiniFloat<kBf16Layout> give the widened codes, without widening them first: fp16 by
 // F16C straight from memory (one instruction a vector where the widened route took four), bf16
 // as the upper halves of fp32 words (its codes are fp32's top 16 bits: NaNs, infinities and
-// subnormals included). For decode's in-register rows (score_tile-inl.h's LanesAt).
+// subnormals included). Decode tiles' in-register rows (score_tile-inl.h's LanesAt), the
+// per-tile decoder (tile_workspace-inl.h's DecodeRows) and the row codec read codes with them.
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadFp16Lanes(DF df, const uint16_t* HWY_RESTRICT codes) {
 #if LPATTN_QUANT_F16C

@@ -156,9 +156,11 @@ struct RowsAhead {
   // rows (either null) and the bytes between rows, or a paged source's base and code size, so
   // that a request is a few prefetches, not a row resolved through its HeadRows (docs/design.md
   // §8).
+  // Row j lies at flat_rows + offset * flat_stride, offset j, or a paged source's RowOffset
+  // (its rows' base and code size then).
   const char* flat_rows[2] = {nullptr, nullptr};
   size_t flat_stride[2] = {0, 0};
-  const HeadRows* flat_pages[2] = {nullptr, nullptr};  // a paged source: its rows' base above
+  const HeadRows* flat_pages[2] = {nullptr, nullptr};   // a paged source
   const HeadRows* flat_scaled[2] = {nullptr, nullptr};  // a source with a scale a row
   size_t flat_bytes[2] = {0, 0};                        // a row's bytes
   bool flat = false, into_l1 = false;
@@ -435,31 +437,17 @@ HWY_INLINE void DecodeRows(const HeadRows& src, size_t first, size_t n, size_t d
     DecodeByteRows(src, first, n, dim, out_stride, out);
     return;
   }
+  namespace qn = quant::HWY_NAMESPACE;
   const hn::ScalableTag<float> df;
-  const hn::Rebind<uint16_t, decltype(df)> d16;
-  const hn::Rebind<hwy::float16_t, decltype(df)> dh;
-  const hn::Rebind<hwy::bfloat16_t, decltype(df)> db;
   const size_t N = hn::Lanes(df);
   for (size_t i = 0; i < n; ++i) {
     const uint16_t* codes = src.code_row(first + i);
     float* row = out + i * out_stride;
     size_t c = 0;
     if (src.fp16) {
-      for (; c + N <= dim; c += N) {
-#if HWY_TARGET >= HWY_SSE4
-        (void)dh;
-        const hn::RebindToSigned<decltype(df)> di;
-        hn::StoreU(quant::HWY_NAMESPACE::DecodeMiniFloat<quant::kFp16Layout>(
-                       df, hn::PromoteTo(di, hn::LoadU(d16, codes + c))),
-                   df, row + c);
-#else
-        hn::StoreU(hn::PromoteTo(df, hn::BitCast(dh, hn::LoadU(d16, codes + c))), df, row + c);
-#endif
-      }
+      for (; c + N <= dim; c += N) hn::StoreU(qn::LoadFp16Lanes(df, codes + c), df, row + c);
     } else {
-      for (; c + N <= dim; c += N) {
-        hn::StoreU(hn::PromoteTo(df, hn::BitCast(db, hn::LoadU(d16, codes + c))), df, row + c);
-      }
+      for (; c + N <= dim; c += N) hn::StoreU(qn::LoadBf16Lanes(df, codes + c), df, row + c);
     }
     for (; c < dim; ++c) row[c] = src.fp16 ? quant::DecodeFp16(codes[c]) : quant::DecodeBf16(codes[c]);
     std::fill(row + dim, row + out_stride, 0.0f);
@@ -1088,9 +1076,8 @@ HWY_INLINE void AskFlatRows(const RowsAhead& ahead, size_t j) {
   for (size_t s = 0; s < 2; ++s) {
     if (ahead.flat_rows[s] == nullptr) continue;
     const HeadRows* pages = ahead.flat_pages[s];
-    const char* row = pages != nullptr ? ahead.flat_rows[s] + pages->RowOffset(ahead.first + j) *
-                                                                  ahead.flat_stride[s]
-                                       : ahead.flat_rows[s] + j * ahead.flat_stride[s];
+    const size_t offset = pages != nullptr ? pages->RowOffset(ahead.first + j) : j;
+    const char* row = ahead.flat_rows[s] + offset * ahead.flat_stride[s];
     for (size_t b = 0; b < ahead.flat_bytes[s]; b += 64) __builtin_prefetch(row + b, 0, kLocality);
     if (const HeadRows* scaled = ahead.flat_scaled[s]) {
       __builtin_prefetch(scaled->token_scales + scaled->ScaleOffset(ahead.first + j), 0, kLocality);
