@@ -42,11 +42,20 @@ HWY_INLINE constexpr size_t FewQueryValueVectors() {
 // row of the tile (8 passes at D = 128): AMD Zen 3's streamers fall behind there (asked for
 // row by row as the scores are computed, its fp32 step took 0.73-0.80x the time, 16- and
 // 8-bit codes 0.75-0.88x). AVX-512's passes read 4 lines a row: on the Intel Xeon asking for a
-// contiguous head's rows cost; on AMD Zen 5 asking for rows of floats and 16-bit codes saved
-// (0.75-0.83x an fp32 or bf16 step's time), for 8-bit rows it did not (1.0-1.3x).
+// contiguous head's rows cost; on AMD Zen 5 asking saved for rows of floats and 16-bit codes
+// (0.75-0.83x an fp32 or bf16 step's time) and, with a scale's line asked for once, for 8-bit
+// rows read from memory (docs/performance.md §4.27).
 HWY_INLINE bool AsksDecodeRows(const HeadRows& src) {
   if (src.block_table != nullptr || FewQueryValueVectors() == 2) return true;
-  return src.codes8 == nullptr && native::DetectedCpuFeatures().amd;
+  return native::DetectedCpuFeatures().amd;
+}
+
+// Whether a decode tile asks for the integer products' next K codes (IntQk, apart from any
+// HeadRows): a paged K's, and under AVX-512 on AMD a contiguous K's too, as AsksDecodeRows
+// asks for its 8-bit rows (docs/performance.md §4.27).
+HWY_INLINE bool AsksIntKeyRows(const IntQk& k) {
+  if (k.block_tables != nullptr) return true;
+  return FewQueryValueVectors() == 4 && native::DetectedCpuFeatures().amd;
 }
 
 // Whether a tile's P V takes FewQueryValues: a decode tile whose rows share one key range

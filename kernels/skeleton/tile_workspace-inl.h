@@ -148,7 +148,7 @@ struct RowsAhead {
   const HeadRows* keys = nullptr;
   const HeadRows* values = nullptr;
   size_t first = 0, n = 0, dim = 0;
-  // The int8 products' paged K codes (IntQk, apart from any HeadRows) of slice (b, kv_head):
+  // The int8 products' K codes (IntQk, apart from any HeadRows) of slice (b, kv_head):
   // asked for by FewQueryIntScores as FewQueryScoresOf asks for `keys`.
   const AttentionProblem* int_keys = nullptr;
   size_t b = 0, kv_head = 0;
@@ -163,6 +163,12 @@ struct RowsAhead {
   const HeadRows* flat_pages[2] = {nullptr, nullptr};   // a paged source
   const HeadRows* flat_scaled[2] = {nullptr, nullptr};  // a source with a scale a row
   size_t flat_bytes[2] = {0, 0};                        // a row's bytes
+  // A contiguous int_keys' next tile: its first code row (dim bytes apart), scale and sum; a
+  // paged one's rows found per key through its block table.
+  const int8_t* flat_int_rows = nullptr;
+  const float* flat_int_scales = nullptr;
+  const int32_t* flat_int_sums = nullptr;
+  const AttentionProblem* flat_int_paged = nullptr;
   bool flat = false, into_l1 = false;
 };
 // Where a decode tile's packed queries lie for the few-query score products: fp32 rows
@@ -1041,15 +1047,26 @@ HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size
 }
 
 // Resolves ahead's requests once for its tile where its sources allow (RowsAhead::flat: rows
-// of codes, paged or not, with or without a scale a row; not the integer products' K, whose
-// codes, scales and sums IntQk holds): per request, finding the row's kind and base through
+// of codes, paged or not, with or without a scale a row, and the integer products' K where
+// contiguous, its codes, scales and sums IntQk's; a contiguous source's scale and sum lines
+// asked for once, not once a row): per request, finding the row's kind and base through
 // its HeadRows and the level through AsksIntoL1 took about 40 instructions a key, a third of
 // an in-cache bf16 decode step's score loop on AMD Zen 5; a paged row's block and a row's
 // scale are still looked up per request. Rows of floats keep those requests: flat, a
 // contiguous fp32 step measured 1.07-1.18x the time (docs/performance.md §4.26).
 HWY_INLINE void FlattenRowsAhead(RowsAhead& ahead) {
   ahead.flat = false;
-  if (ahead.int_keys != nullptr) return;
+  ahead.flat_int_rows = nullptr;
+  ahead.flat_int_paged = nullptr;
+  if (ahead.int_keys != nullptr) {
+    const AttentionProblem& p = *ahead.int_keys;
+    const IntQk& k = p.int_qk;
+    if (k.block_tables != nullptr) ahead.flat_int_paged = &p;
+    const size_t row = k.KeyRow(ahead.b, ahead.kv_head, p.kv_heads, p.kv_len, ahead.first);
+    ahead.flat_int_rows = k.k_rows + row * ahead.dim;
+    ahead.flat_int_scales = k.k_scale + row;
+    ahead.flat_int_sums = k.k_sums != nullptr ? k.k_sums + row : nullptr;
+  }
   const HeadRows* sources[2] = {ahead.keys, ahead.values};
   for (size_t s = 0; s < 2; ++s) {
     const HeadRows* src = sources[s];
@@ -1070,6 +1087,10 @@ HWY_INLINE void FlattenRowsAhead(RowsAhead& ahead) {
   ahead.flat = true;
 }
 
+// Whether p is the first byte of a cache line: consecutive rows' scales share one line, asked
+// for once.
+HWY_INLINE bool StartsLine(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 63) == 0; }
+
 // Row j of a flat RowsAhead's tile, of each source it names, into the level it says.
 template <int kLocality>
 HWY_INLINE void AskFlatRows(const RowsAhead& ahead, size_t j) {
@@ -1080,7 +1101,26 @@ HWY_INLINE void AskFlatRows(const RowsAhead& ahead, size_t j) {
     const char* row = ahead.flat_rows[s] + offset * ahead.flat_stride[s];
     for (size_t b = 0; b < ahead.flat_bytes[s]; b += 64) __builtin_prefetch(row + b, 0, kLocality);
     if (const HeadRows* scaled = ahead.flat_scaled[s]) {
-      __builtin_prefetch(scaled->token_scales + scaled->ScaleOffset(ahead.first + j), 0, kLocality);
+      const float* scale = scaled->token_scales + scaled->ScaleOffset(ahead.first + j);
+      if (j == 0 || pages != nullptr || StartsLine(scale)) __builtin_prefetch(scale, 0, kLocality);
+    }
+  }
+  if (const AttentionProblem* p = ahead.flat_int_paged) {
+    const IntQk& k = p->int_qk;
+    const size_t row = k.KeyRow(ahead.b, ahead.kv_head, p->kv_heads, p->kv_len, ahead.first + j);
+    for (size_t b = 0; b < ahead.dim; b += 64) {
+      __builtin_prefetch(k.k_rows + row * ahead.dim + b, 0, kLocality);
+    }
+    __builtin_prefetch(k.k_scale + row, 0, kLocality);
+    if (k.k_sums != nullptr) __builtin_prefetch(k.k_sums + row, 0, kLocality);
+  } else if (ahead.flat_int_rows != nullptr) {
+    const int8_t* row = ahead.flat_int_rows + j * ahead.dim;
+    for (size_t b = 0; b < ahead.dim; b += 64) __builtin_prefetch(row + b, 0, kLocality);
+    if (j == 0 || StartsLine(ahead.flat_int_scales + j)) {
+      __builtin_prefetch(ahead.flat_int_scales + j, 0, kLocality);
+    }
+    if (ahead.flat_int_sums != nullptr && (j == 0 || StartsLine(ahead.flat_int_sums + j))) {
+      __builtin_prefetch(ahead.flat_int_sums + j, 0, kLocality);
     }
   }
 }

@@ -197,7 +197,7 @@ struct ForwardTileRun {
     if (t.count > kFewQueries) return;
     const bool ask_k = ScoresReadKeyRows(p) && AsksDecodeRows(k);
     const bool ask_v = values_read && AsksDecodeRows(v);
-    const bool ask_codes = ws.few_int_queries && p.int_qk.block_tables != nullptr;
+    const bool ask_codes = ws.few_int_queries && AsksIntKeyRows(p.int_qk);
     if ((ws.few_queries || ws.few_int_queries) && cache == nullptr &&
         (ask_k || ask_v || ask_codes)) {
       // asked for key by key by the score loop
