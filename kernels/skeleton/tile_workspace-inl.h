@@ -163,12 +163,10 @@ struct RowsAhead {
   const HeadRows* flat_pages[2] = {nullptr, nullptr};   // a paged source
   const HeadRows* flat_scaled[2] = {nullptr, nullptr};  // a source with a scale a row
   size_t flat_bytes[2] = {0, 0};                        // a row's bytes
-  // A contiguous int_keys' next tile: its first code row (dim bytes apart), scale and sum; a
-  // paged one's rows found per key through its block table.
-  const int8_t* flat_int_rows = nullptr;
-  const float* flat_int_scales = nullptr;
-  const int32_t* flat_int_sums = nullptr;
-  const AttentionProblem* flat_int_paged = nullptr;
+  // int_keys' next tile in a flat request: its first row where contiguous (codes dim bytes
+  // apart, scales and sums consecutive), else each key's row found through its block table.
+  size_t flat_int_row = 0;
+  bool flat_int_paged = false;
   bool flat = false, into_l1 = false;
 };
 // Where a decode tile's packed queries lie for the few-query score products: fp32 rows
@@ -1056,16 +1054,12 @@ HWY_INLINE void PrefetchRowsOf(const HeadRows& src, size_t first, size_t n, size
 // contiguous fp32 step measured 1.07-1.18x the time (docs/performance.md §4.26).
 HWY_INLINE void FlattenRowsAhead(RowsAhead& ahead) {
   ahead.flat = false;
-  ahead.flat_int_rows = nullptr;
-  ahead.flat_int_paged = nullptr;
-  if (ahead.int_keys != nullptr) {
-    const AttentionProblem& p = *ahead.int_keys;
-    const IntQk& k = p.int_qk;
-    if (k.block_tables != nullptr) ahead.flat_int_paged = &p;
-    const size_t row = k.KeyRow(ahead.b, ahead.kv_head, p.kv_heads, p.kv_len, ahead.first);
-    ahead.flat_int_rows = k.k_rows + row * ahead.dim;
-    ahead.flat_int_scales = k.k_scale + row;
-    ahead.flat_int_sums = k.k_sums != nullptr ? k.k_sums + row : nullptr;
+  if (const AttentionProblem* p = ahead.int_keys) {
+    ahead.flat_int_paged = p->int_qk.block_tables != nullptr;
+    ahead.flat_int_row =
+        ahead.flat_int_paged
+            ? 0
+            : p->int_qk.KeyRow(ahead.b, ahead.kv_head, p->kv_heads, p->kv_len, ahead.first);
   }
   const HeadRows* sources[2] = {ahead.keys, ahead.values};
   for (size_t s = 0; s < 2; ++s) {
@@ -1105,22 +1099,17 @@ HWY_INLINE void AskFlatRows(const RowsAhead& ahead, size_t j) {
       if (j == 0 || pages != nullptr || StartsLine(scale)) __builtin_prefetch(scale, 0, kLocality);
     }
   }
-  if (const AttentionProblem* p = ahead.flat_int_paged) {
+  if (const AttentionProblem* p = ahead.int_keys) {
     const IntQk& k = p->int_qk;
-    const size_t row = k.KeyRow(ahead.b, ahead.kv_head, p->kv_heads, p->kv_len, ahead.first + j);
-    for (size_t b = 0; b < ahead.dim; b += 64) {
-      __builtin_prefetch(k.k_rows + row * ahead.dim + b, 0, kLocality);
-    }
-    __builtin_prefetch(k.k_scale + row, 0, kLocality);
-    if (k.k_sums != nullptr) __builtin_prefetch(k.k_sums + row, 0, kLocality);
-  } else if (ahead.flat_int_rows != nullptr) {
-    const int8_t* row = ahead.flat_int_rows + j * ahead.dim;
-    for (size_t b = 0; b < ahead.dim; b += 64) __builtin_prefetch(row + b, 0, kLocality);
-    if (j == 0 || StartsLine(ahead.flat_int_scales + j)) {
-      __builtin_prefetch(ahead.flat_int_scales + j, 0, kLocality);
-    }
-    if (ahead.flat_int_sums != nullptr && (j == 0 || StartsLine(ahead.flat_int_sums + j))) {
-      __builtin_prefetch(ahead.flat_int_sums + j, 0, kLocality);
+    const size_t row = ahead.flat_int_paged ? k.KeyRow(ahead.b, ahead.kv_head, p->kv_heads,
+                                                       p->kv_len, ahead.first + j)
+                                            : ahead.flat_int_row + j;
+    const int8_t* codes = k.k_rows + row * ahead.dim;
+    for (size_t b = 0; b < ahead.dim; b += 64) __builtin_prefetch(codes + b, 0, kLocality);
+    const bool each_row = j == 0 || ahead.flat_int_paged;
+    if (each_row || StartsLine(k.k_scale + row)) __builtin_prefetch(k.k_scale + row, 0, kLocality);
+    if (k.k_sums != nullptr && (each_row || StartsLine(k.k_sums + row))) {
+      __builtin_prefetch(k.k_sums + row, 0, kLocality);
     }
   }
 }
