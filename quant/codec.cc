@@ -184,6 +184,55 @@ bool MaxAbsIntoTarget(const float* x, float* running, size_t n) {
   return finite;
 }
 
+// Down the rows kVecs vectors of channels at a time, the extremes in registers as magnitude
+// bits (MaxAbsRowT's order), merged into running once; false if any was not finite.
+template <size_t kVecs>
+HWY_INLINE bool MaxAbsColumnsInto(const float* x, size_t x_stride, size_t rows, float* running) {
+  const DF df;
+  const DI di;
+  const size_t N = hn::Lanes(df);
+  const auto magnitude = hn::Set(di, 0x7FFFFFFF);
+  hn::Vec<DI> extreme[kVecs];
+  for (size_t v = 0; v < kVecs; ++v) extreme[v] = hn::Zero(di);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t v = 0; v < kVecs; ++v) {
+      const auto bits = hn::BitCast(di, hn::LoadU(df, x + r * x_stride + v * N));
+      extreme[v] = hn::Max(extreme[v], hn::And(bits, magnitude));
+    }
+  }
+  bool finite = true;
+  for (size_t v = 0; v < kVecs; ++v) {
+    finite &= hn::AllTrue(di, hn::Lt(extreme[v], hn::Set(di, 0x7F800000)));
+    const auto merged = hn::Max(hn::BitCast(di, hn::LoadU(df, running + v * N)), extreme[v]);
+    hn::StoreU(hn::BitCast(df, merged), df, running + v * N);
+  }
+  return finite;
+}
+
+size_t MaxAbsRowsIntoTarget(const float* x, size_t x_stride, size_t rows, float* running,
+                            size_t n) {
+  const size_t N = hn::Lanes(DF());
+  bool finite = true;
+  size_t c = 0;
+  for (; c + 4 * N <= n; c += 4 * N) {
+    finite &= MaxAbsColumnsInto<4>(x + c, x_stride, rows, running + c);
+  }
+  for (; c + N <= n; c += N) finite &= MaxAbsColumnsInto<1>(x + c, x_stride, rows, running + c);
+  for (; c < n; ++c) {
+    for (size_t r = 0; r < rows; ++r) {
+      finite &= std::isfinite(x[r * x_stride + c]);
+      running[c] = std::max(running[c], std::fabs(x[r * x_stride + c]));
+    }
+  }
+  if (finite) return rows;
+  size_t r = 0;
+  while (r < rows && std::all_of(x + r * x_stride, x + r * x_stride + n,
+                                 [](float v) { return std::isfinite(v); })) {
+    ++r;
+  }
+  return r;
+}
+
 // Calls fn.template operator()<kFormat>() for a format other than fp32.
 template <class Fn>
 void WithFormat(Format format, const Fn& fn) {
@@ -229,6 +278,15 @@ void RoundTripRowScalesTarget(Format format, const float* x, const float* scales
   WithFormat(format,
              [&]<Format kFormat>() { RoundTripRowT<kFormat, true>(x, scales, out, n, inverses); });
 }
+void RoundTripRowsScalesTarget(Format format, const float* x, size_t x_stride, const float* scales,
+                               const float* inverses, float* out, size_t out_stride, size_t rows,
+                               size_t n) {
+  WithFormat(format, [&]<Format kFormat>() {
+    for (size_t r = 0; r < rows; ++r) {
+      RoundTripRowT<kFormat, true>(x + r * x_stride, scales, out + r * out_stride, n, inverses);
+    }
+  });
+}
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
@@ -248,6 +306,8 @@ HWY_EXPORT(RoundTripRowsTarget);
 HWY_EXPORT(MaxAbsRowsTarget);
 HWY_EXPORT(MaxAbsRowTarget);
 HWY_EXPORT(MaxAbsIntoTarget);
+HWY_EXPORT(MaxAbsRowsIntoTarget);
+HWY_EXPORT(RoundTripRowsScalesTarget);
 
 float MaxAbsRow(const float* x, size_t n) { return HWY_DYNAMIC_DISPATCH(MaxAbsRowTarget)(x, n); }
 void MaxAbsRows(const float* x, size_t x_stride, size_t rows, size_t n, float* amax) {
@@ -255,6 +315,9 @@ void MaxAbsRows(const float* x, size_t x_stride, size_t rows, size_t n, float* a
 }
 bool MaxAbsInto(const float* x, float* running, size_t n) {
   return HWY_DYNAMIC_DISPATCH(MaxAbsIntoTarget)(x, running, n);
+}
+size_t MaxAbsRowsInto(const float* x, size_t x_stride, size_t rows, float* running, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(MaxAbsRowsIntoTarget)(x, x_stride, rows, running, n);
 }
 
 // fp32 "codes" are the floats themselves, scaled like the other formats.
@@ -314,6 +377,19 @@ void RoundTripRowScales(Format format, const float* x, const float* scales, floa
     return;
   }
   HWY_DYNAMIC_DISPATCH(RoundTripRowScalesTarget)(format, x, scales, out, n, inverses);
+}
+
+void RoundTripRowsScales(Format format, const float* x, size_t x_stride, const float* scales,
+                         const float* inverses, float* out, size_t out_stride, size_t rows,
+                         size_t n) {
+  if (format == Format::kFp32) {
+    for (size_t r = 0; r < rows; ++r) {
+      RoundTripRowScales(format, x + r * x_stride, scales, out + r * out_stride, n, inverses);
+    }
+    return;
+  }
+  HWY_DYNAMIC_DISPATCH(RoundTripRowsScalesTarget)
+  (format, x, x_stride, scales, inverses, out, out_stride, rows, n);
 }
 
 }  // namespace lpattn::quant

@@ -28,6 +28,10 @@ void EncodeRows(Format format, const float* x, size_t x_stride, const float* sca
                 void* codes, size_t codes_stride, size_t rows, size_t n);
 void RoundTripRows(Format format, const float* x, size_t x_stride, const float* scales,
                    float* out, size_t out_stride, size_t rows, size_t n);
+// RoundTripRowScales over `rows` rows, each with the same per-channel scales (and inverses).
+void RoundTripRowsScales(Format format, const float* x, size_t x_stride, const float* scales,
+                         const float* inverses, float* out, size_t out_stride, size_t rows,
+                         size_t n);
 
 // The largest |x[i]| over n values, or +inf if any of them is NaN or infinite: a group's
 // extreme for its scale, with non-finite input made unmistakable.
@@ -36,6 +40,9 @@ float MaxAbsRow(const float* x, size_t n);
 void MaxAbsRows(const float* x, size_t x_stride, size_t rows, size_t n, float* amax);
 // running[i] = max(running[i], |x[i]|) (per-channel extremes); false if any x[i] is not finite.
 bool MaxAbsInto(const float* x, float* running, size_t n);
+// MaxAbsInto over `rows` rows in one call: rows if every value is finite, else the first row
+// with one that is not (running is then not to be used).
+size_t MaxAbsRowsInto(const float* x, size_t x_stride, size_t rows, float* running, size_t n);
 
 }  // namespace lpattn::quant
 

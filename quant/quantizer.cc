@@ -96,46 +96,54 @@ int64_t FirstNonFinite(const float* row, int64_t dim) {
   return std::find_if(row, row + dim, [](float v) { return !std::isfinite(v); }) - row;
 }
 
+// Largest magnitude of each group of one slice (slice_max: GroupsPerSlice() zeros), of the
+// centred values when slice_mean is given.
+void SliceMaxima(const Slices& s, const float* slice_mean, int64_t slice, float* slice_max,
+                 const char* what) {
+  const int64_t dim = s.x.dim;
+  if (!slice_mean) {  // the rows in one call
+    const size_t rows = size_t(s.x.tokens);
+    if (s.spec.granularity == Granularity::kChannel) {
+      const size_t bad =
+          MaxAbsRowsInto(s.Row(slice, 0), size_t(s.x.token_stride), rows, slice_max, size_t(dim));
+      if (bad < rows) {
+        RejectValue(what, s, slice, int64_t(bad), FirstNonFinite(s.Row(slice, int64_t(bad)), dim));
+      }
+      return;
+    }
+    std::vector<float> row_max(rows);
+    MaxAbsRows(s.Row(slice, 0), size_t(s.x.token_stride), rows, size_t(dim), row_max.data());
+    for (int64_t t = 0; t < s.x.tokens; ++t) {
+      const float m = row_max[size_t(t)];
+      if (!std::isfinite(m)) RejectValue(what, s, slice, t, FirstNonFinite(s.Row(slice, t), dim));
+      float& group = slice_max[s.Group(t)];
+      group = std::max(group, m);
+    }
+    return;
+  }
+  std::vector<float> centred(static_cast<size_t>(dim));
+  for (int64_t t = 0; t < s.x.tokens; ++t) {
+    const float* row = s.Row(slice, t);
+    for (int64_t c = 0; c < dim; ++c) centred[size_t(c)] = row[c] - slice_mean[c];
+    bool finite;
+    if (s.spec.granularity == Granularity::kChannel) {
+      finite = MaxAbsInto(centred.data(), slice_max, size_t(dim));
+    } else {
+      const float m = MaxAbsRow(centred.data(), size_t(dim));
+      finite = std::isfinite(m);
+      slice_max[s.Group(t)] = std::max(slice_max[s.Group(t)], m);
+    }
+    if (!finite) RejectValue(what, s, slice, t, FirstNonFinite(centred.data(), dim));
+  }
+}
+
 // Largest magnitude of each group of each slice ([slices * groups]), of the centred values.
 std::vector<float> GroupMaxima(const Slices& s, const std::vector<float>& mean, const char* what) {
   const int64_t groups = s.GroupsPerSlice(), dim = s.x.dim;
   std::vector<float> amax(size_t(s.Count() * groups), 0.0f);
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
-    float* slice_max = amax.data() + slice * groups;
-    const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
-    if (!slice_mean && s.spec.granularity != Granularity::kChannel) {  // the rows in one call
-      std::vector<float> row_max(size_t(s.x.tokens));
-      MaxAbsRows(s.Row(slice, 0), size_t(s.x.token_stride), row_max.size(), size_t(dim),
-                 row_max.data());
-      for (int64_t t = 0; t < s.x.tokens; ++t) {
-        const float m = row_max[size_t(t)];
-        if (!std::isfinite(m)) {
-          RejectValue(what, s, slice, t, FirstNonFinite(s.Row(slice, t), dim));
-        }
-        float& group = slice_max[s.Group(t)];
-        group = std::max(group, m);
-      }
-      return;
-    }
-    std::vector<float> centred(slice_mean ? size_t(dim) : 0);
-    for (int64_t t = 0; t < s.x.tokens; ++t) {
-      const float* row = s.Row(slice, t);
-      if (slice_mean) {
-        for (int64_t c = 0; c < dim; ++c) centred[size_t(c)] = row[c] - slice_mean[c];
-        row = centred.data();
-      }
-      bool finite;
-      if (s.spec.granularity == Granularity::kChannel) {
-        finite = MaxAbsInto(row, slice_max, size_t(dim));
-      } else {
-        const float m = MaxAbsRow(row, size_t(dim));
-        finite = std::isfinite(m);
-        slice_max[s.Group(t)] = std::max(slice_max[s.Group(t)], m);
-      }
-      if (!finite) {
-        RejectValue(what, s, slice, t, FirstNonFinite(row, dim));
-      }
-    }
+    SliceMaxima(s, mean.empty() ? nullptr : mean.data() + slice * dim, slice,
+                amax.data() + slice * groups, what);
   });
   if (s.spec.granularity == Granularity::kTensor) {  // one group across all slices
     const float all = *std::max_element(amax.begin(), amax.end());
@@ -159,6 +167,44 @@ std::vector<float> GroupScales(const QuantSpec& spec, std::vector<float> amax, c
   return amax;
 }
 
+// One slice quantized and dequantized into out (its [tokens, dim] rows) with its groups'
+// scales; per-channel scales that are powers of two are applied as products by their inverses.
+void RoundTripSlice(const Slices& s, const float* slice_mean, int64_t slice,
+                    const float* slice_scales, float* out) {
+  const QuantSpec& spec = s.spec;
+  const int64_t dim = s.x.dim, tokens = s.x.tokens;
+  std::vector<float> inverses;
+  if (spec.granularity == Granularity::kChannel &&
+      std::all_of(slice_scales, slice_scales + dim, InverseIsExact)) {
+    inverses.resize(size_t(dim));
+    for (int64_t c = 0; c < dim; ++c) inverses[size_t(c)] = 1.0f / slice_scales[c];
+  }
+  const float* slice_inverses = inverses.empty() ? nullptr : inverses.data();
+  if (!slice_mean) {  // the rows in one call
+    if (spec.granularity == Granularity::kChannel) {
+      RoundTripRowsScales(spec.format, s.Row(slice, 0), size_t(s.x.token_stride), slice_scales,
+                          slice_inverses, out, size_t(dim), size_t(tokens), size_t(dim));
+      return;
+    }
+    std::vector<float> row_scales(static_cast<size_t>(tokens));
+    for (int64_t t = 0; t < tokens; ++t) row_scales[size_t(t)] = slice_scales[s.Group(t)];
+    RoundTripRows(spec.format, s.Row(slice, 0), size_t(s.x.token_stride), row_scales.data(), out,
+                  size_t(dim), row_scales.size(), size_t(dim));
+    return;
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* row = s.Row(slice, t);
+    float* dst = out + t * dim;
+    for (int64_t c = 0; c < dim; ++c) dst[c] = row[c] - slice_mean[c];
+    if (spec.granularity == Granularity::kChannel) {
+      RoundTripRowScales(spec.format, dst, slice_scales, dst, size_t(dim), slice_inverses);
+    } else {
+      RoundTripRow(spec.format, dst, slice_scales[s.Group(t)], dst, size_t(dim));
+    }
+    for (int64_t c = 0; c < dim; ++c) dst[c] += slice_mean[c];
+  }
+}
+
 }  // namespace
 
 void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, const char* what) {
@@ -166,54 +212,14 @@ void QuantizeDequantize(const QuantSpec& spec, const TensorView& x, float* out, 
   const Slices s{spec, x};
   const int64_t dim = x.dim, groups = s.GroupsPerSlice();
   const std::vector<float> mean = spec.smooth ? ChannelMeans(s) : std::vector<float>();
+  // Every group's scale (and every value checked) before anything is written.
   std::vector<float> scales(size_t(s.Count() * groups), 1.0f);
   if (FormatIsScaled(spec.format) || (spec.scale_casts && spec.format != Format::kFp32)) {
     scales = GroupScales(spec, GroupMaxima(s, mean, what), what);
   }
-
-  // Per-channel powers of two (a scaled cast's) are applied as products by their inverses.
-  std::vector<float> inverses;
-  if (spec.granularity == Granularity::kChannel &&
-      std::all_of(scales.begin(), scales.end(), InverseIsExact)) {
-    inverses.resize(scales.size());
-    for (size_t i = 0; i < scales.size(); ++i) inverses[i] = 1.0f / scales[i];
-  }
   tbb::parallel_for(int64_t(0), s.Count(), [&](int64_t slice) {
-    const float* slice_mean = mean.empty() ? nullptr : mean.data() + slice * dim;
-    const float* slice_scales = scales.data() + slice * groups;
-    const float* slice_inverses = inverses.empty() ? nullptr : inverses.data() + slice * groups;
-    if (!slice_mean && spec.granularity != Granularity::kChannel) {  // the rows in one call
-      std::vector<float> row_scales(size_t(x.tokens));
-      for (int64_t t = 0; t < x.tokens; ++t) row_scales[size_t(t)] = slice_scales[s.Group(t)];
-      RoundTripRows(spec.format, s.Row(slice, 0), size_t(x.token_stride), row_scales.data(),
-                    out + slice * x.tokens * dim, size_t(dim), row_scales.size(), size_t(dim));
-      return;
-    }
-    for (int64_t t = 0; t < x.tokens; ++t) {
-      const float* row = s.Row(slice, t);
-      float* dst = out + (slice * x.tokens + t) * dim;
-      if (slice_mean) {
-        for (int64_t c = 0; c < dim; ++c) dst[c] = row[c] - slice_mean[c];
-        row = dst;
-      }
-      switch (spec.granularity) {
-        case Granularity::kChannel:
-          RoundTripRowScales(spec.format, row, slice_scales, dst, size_t(dim), slice_inverses);
-          break;
-        case Granularity::kTensor:
-          RoundTripRow(spec.format, row, slice_scales[0], dst, size_t(dim));
-          break;
-        case Granularity::kToken:
-          RoundTripRow(spec.format, row, slice_scales[t], dst, size_t(dim));
-          break;
-        case Granularity::kBlock:
-          RoundTripRow(spec.format, row, slice_scales[t / spec.block], dst, size_t(dim));
-          break;
-      }
-      if (slice_mean) {
-        for (int64_t c = 0; c < dim; ++c) dst[c] += slice_mean[c];
-      }
-    }
+    RoundTripSlice(s, mean.empty() ? nullptr : mean.data() + slice * dim, slice,
+                   scales.data() + slice * groups, out + slice * x.tokens * dim);
   });
 }
 

@@ -348,6 +348,53 @@ TEST(QuantCodec, RowBlocksMatchTheRowsOneByOneOnEveryTarget) {
   }
 }
 
+// A slice's per-channel extremes and round trips in one call: the rows one by one's, bit for
+// bit, and the first row holding a NaN or an infinity found (channel counts around the vector
+// blocks of 4 and 1 vectors and the scalar tail).
+TEST(QuantCodec, ChannelRowBlocksMatchTheRowsOneByOneOnEveryTarget) {
+  std::mt19937 rng(19);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (const std::string& target : test::SupportedTargets()) {
+    test::ScopedTarget pinned(target);
+    ASSERT_TRUE(pinned.ok) << target;
+    for (size_t n : {5u, 16u, 64u, 67u, 80u}) {
+      const size_t rows = 11, stride = n + 5;
+      std::vector<float> x(rows * stride), scales(n), inverses(n);
+      for (float& v : x) v = normal(rng);
+      for (size_t c = 0; c < n; ++c) {
+        scales[c] = std::ldexp(1.0f, int(c % 7) - 3);
+        inverses[c] = 1.0f / scales[c];
+      }
+      std::vector<float> got(n, 0.5f), want(n, 0.5f);
+      EXPECT_EQ(MaxAbsRowsInto(x.data(), stride, rows, got.data(), n), rows) << target;
+      for (size_t r = 0; r < rows; ++r)
+        ASSERT_TRUE(MaxAbsInto(x.data() + r * stride, want.data(), n));
+      EXPECT_EQ(got, want) << target << " n " << n;
+      for (Format f :
+           {Format::kFp32, Format::kBf16, Format::kFp16, Format::kFp8E4M3, Format::kInt8}) {
+        for (const float* inv : std::vector<const float*>{nullptr, inverses.data()}) {
+          std::vector<float> trip(rows * n), want_trip(rows * n);
+          RoundTripRowsScales(f, x.data(), stride, scales.data(), inv, trip.data(), n, rows, n);
+          for (size_t r = 0; r < rows; ++r) {
+            RoundTripRowScales(f, x.data() + r * stride, scales.data(), want_trip.data() + r * n, n,
+                               inv);
+          }
+          EXPECT_EQ(0, std::memcmp(trip.data(), want_trip.data(), trip.size() * sizeof(float)))
+              << target << " " << FormatName(f) << " n " << n;
+        }
+      }
+      for (float bad :
+           {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+        std::vector<float> y = x, running(n, 0.0f);
+        y[7 * stride + n - 1] = bad;
+        y[9 * stride] = bad;
+        EXPECT_EQ(MaxAbsRowsInto(y.data(), stride, rows, running.data(), n), 7u)
+            << target << " n " << n;
+      }
+    }
+  }
+}
+
 // Per-element scales (per-channel quantizers), divided or multiplied by given exact inverses:
 // the scalar codec's x / scale, rounded, times scale, bit for bit.
 TEST(QuantCodec, PerElementScalesAndTheirInversesMatchTheScalarCodecOnEveryTarget) {
