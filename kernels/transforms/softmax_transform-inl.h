@@ -36,10 +36,14 @@ namespace hn = hwy::HWY_NAMESPACE;
 // hold (2^-24 = 6e-8), while products with it (dS = w (dP - Delta), then dK and dQ) fall into
 // subnormals, which cost x86 cores a microcode assist each (ALiBi's distant keys made the
 // backward 10x slower with ExpClamped's floor of 4e-38).
+// On AVX-512 vectors ExpScalef keeps NaN by itself (the same bits otherwise).
 template <class D, class V>
 HWY_INLINE V ExpKeepNaN(D d, V x) {
-  const V w = hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, -60.0f)), ExpClamped(d, x));
-  return hn::IfThenElse(hn::IsNaN(x), x, w);
+  const auto below = hn::Lt(x, hn::Set(d, -60.0f));
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(D()) == 16) return hn::IfThenZeroElse(below, ExpScalef(x));
+#endif
+  return hn::IfThenElse(hn::IsNaN(x), x, hn::IfThenZeroElse(below, ExpClamped(d, x)));
 }
 
 // The max over keys j < nk of each lane's column of a key-major tile (st[j * kTileQ]), keys
