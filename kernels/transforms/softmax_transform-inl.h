@@ -36,7 +36,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // hold (2^-24 = 6e-8), while products with it (dS = w (dP - Delta), then dK and dQ) fall into
 // subnormals, which cost x86 cores a microcode assist each (ALiBi's distant keys made the
 // backward 10x slower with ExpClamped's floor of 4e-38).
-// On AVX-512 vectors ExpScalef keeps NaN by itself (the same bits otherwise).
+// On AVX-512 vectors ExpScalef keeps NaN by itself (and gives ExpClamped's values otherwise).
 template <class D, class V>
 HWY_INLINE V ExpKeepNaN(D d, V x) {
   const auto below = hn::Lt(x, hn::Set(d, -60.0f));
