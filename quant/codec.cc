@@ -184,27 +184,41 @@ bool MaxAbsIntoTarget(const float* x, float* running, size_t n) {
   return finite;
 }
 
-// Down the rows kVecs vectors of channels at a time, the extremes in registers as magnitude
-// bits (MaxAbsRowT's order), merged into running once; false if any was not finite.
-template <size_t kVecs>
-HWY_INLINE bool MaxAbsColumnsInto(const float* x, size_t x_stride, size_t rows, float* running) {
+// A vector of magnitudes' bits (MaxAbsRowT's order) from x.
+HWY_INLINE hn::Vec<DI> MagnitudeBits(const float* x) {
+  return hn::And(hn::BitCast(DI(), hn::LoadU(DF(), x)), hn::Set(DI(), 0x7FFFFFFF));
+}
+// running = max(running, extreme) over a vector of channels; false if extreme holds a NaN's or
+// an infinity's bits.
+HWY_INLINE bool MergeExtreme(hn::Vec<DI> extreme, float* running) {
   const DF df;
   const DI di;
-  const size_t N = hn::Lanes(df);
-  const auto magnitude = hn::Set(di, 0x7FFFFFFF);
-  hn::Vec<DI> extreme[kVecs];
-  for (size_t v = 0; v < kVecs; ++v) extreme[v] = hn::Zero(di);
+  hn::StoreU(hn::BitCast(df, hn::Max(hn::BitCast(di, hn::LoadU(df, running)), extreme)), df,
+             running);
+  return hn::AllTrue(di, hn::Lt(extreme, hn::Set(di, 0x7F800000)));
+}
+
+// Down the rows 4 vectors of channels at a time (kFour) or 1, the extremes in registers as
+// magnitude bits, merged into running once; false if any was not finite. Named accumulators,
+// not an array: SVE's vectors have no size to make one of.
+template <bool kFour>
+HWY_INLINE bool MaxAbsColumnsInto(const float* x, size_t x_stride, size_t rows, float* running) {
+  const size_t N = hn::Lanes(DF());
+  auto e0 = hn::Zero(DI()), e1 = e0, e2 = e0, e3 = e0;
   for (size_t r = 0; r < rows; ++r) {
-    for (size_t v = 0; v < kVecs; ++v) {
-      const auto bits = hn::BitCast(di, hn::LoadU(df, x + r * x_stride + v * N));
-      extreme[v] = hn::Max(extreme[v], hn::And(bits, magnitude));
+    const float* row = x + r * x_stride;
+    e0 = hn::Max(e0, MagnitudeBits(row));
+    if constexpr (kFour) {
+      e1 = hn::Max(e1, MagnitudeBits(row + N));
+      e2 = hn::Max(e2, MagnitudeBits(row + 2 * N));
+      e3 = hn::Max(e3, MagnitudeBits(row + 3 * N));
     }
   }
-  bool finite = true;
-  for (size_t v = 0; v < kVecs; ++v) {
-    finite &= hn::AllTrue(di, hn::Lt(extreme[v], hn::Set(di, 0x7F800000)));
-    const auto merged = hn::Max(hn::BitCast(di, hn::LoadU(df, running + v * N)), extreme[v]);
-    hn::StoreU(hn::BitCast(df, merged), df, running + v * N);
+  bool finite = MergeExtreme(e0, running);
+  if constexpr (kFour) {
+    finite &= MergeExtreme(e1, running + N);
+    finite &= MergeExtreme(e2, running + 2 * N);
+    finite &= MergeExtreme(e3, running + 3 * N);
   }
   return finite;
 }
@@ -215,9 +229,9 @@ size_t MaxAbsRowsIntoTarget(const float* x, size_t x_stride, size_t rows, float*
   bool finite = true;
   size_t c = 0;
   for (; c + 4 * N <= n; c += 4 * N) {
-    finite &= MaxAbsColumnsInto<4>(x + c, x_stride, rows, running + c);
+    finite &= MaxAbsColumnsInto<true>(x + c, x_stride, rows, running + c);
   }
-  for (; c + N <= n; c += N) finite &= MaxAbsColumnsInto<1>(x + c, x_stride, rows, running + c);
+  for (; c + N <= n; c += N) finite &= MaxAbsColumnsInto<false>(x + c, x_stride, rows, running + c);
   for (; c < n; ++c) {
     for (size_t r = 0; r < rows; ++r) {
       finite &= std::isfinite(x[r * x_stride + c]);
