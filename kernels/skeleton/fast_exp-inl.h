@@ -27,31 +27,14 @@ HWY_INLINE V Exp2Fraction(D d, V f) {
   return hn::MulAdd(hn::Mul(f2, f2), p45, hn::MulAdd(f2, p23, p01));
 }
 
-// exp(x) = 2^n * P(f) with x log2(e) = n + f, n an integer, |f| <= 1/2, P = Exp2Fraction.
-// x is clamped to [-86, 88], so exp(-inf) and any argument below -86 give exp(-86) = 4e-38
-// (not 0: callers that need exact zeros mask them), and 2^n stays a normal float. NaN inputs
-// give unspecified values: callers that propagate NaN test for it (ExpKeepNaN).
-template <class D, class V>
-HWY_INLINE V ExpClamped(D d, V x) {
-  const hn::RebindToSigned<D> di;
-  const V kRound = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  x = hn::Min(hn::Max(x, hn::Set(d, -86.0f)), hn::Set(d, 88.0f));
-  const V t = hn::Mul(x, hn::Set(d, 1.44269504088896341f));
-  const V shifted = hn::Add(t, kRound);
-  const V p = Exp2Fraction(d, hn::Sub(t, hn::Sub(shifted, kRound)));
-  // The low mantissa bits of `shifted` hold n; moving them into the exponent scales by 2^n.
-  const auto n = hn::Sub(hn::BitCast(di, shifted), hn::BitCast(di, kRound));
-  return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(n)));
-}
-
 #if HWY_TARGET <= HWY_AVX3
-// ExpClamped for 16 lanes of AVX-512 without the clamp: n = vrndscaleps(t) (round to nearest
-// even, as adding 1.5 * 2^23 rounds) and P 2^n by vscalefps, so a NaN argument gives NaN (and
-// -inf too, through f = -inf - -inf): callers zero the arguments below their floor. For
-// -86 <= x <= 88 the same n and polynomial as ExpClamped, P 2^n exact in both, and f rounded
-// once here (ExpClamped's as the compiler contracts it): the same bits but for about one
-// argument in 10^8 (docs/performance.md §4.28), in 7 fewer instructions once ExpKeepNaN's
-// NaN test is counted.
+// exp(x) on 16 lanes of AVX-512 without a clamp: n = vrndscaleps(t) (round to nearest even,
+// as adding 1.5 * 2^23 rounds) and P 2^n by vscalefps, so a NaN argument gives NaN (and -inf
+// too, through f = -inf - -inf): ExpKeepNaN zeroes the arguments below its floor instead of
+// testing for NaN, 7 instructions fewer. For -86 <= x <= 88 the same n and polynomial as the
+// portable ExpClamped, P 2^n exact in both, and f rounded once here (the portable one's as the
+// compiler contracts it): the same bits but for about one argument in 10^8
+// (docs/performance.md §4.28).
 HWY_INLINE hn::Vec512<float> ExpScalef(hn::Vec512<float> x) {
   const hn::Full512<float> d;
   const auto t = hn::Mul(x, hn::Set(d, 1.44269504088896341f));
@@ -64,6 +47,26 @@ HWY_INLINE hn::Vec512<float> ExpScalef(hn::Vec512<float> x) {
   return hn::Vec512<float>{_mm512_maskz_scalef_ps(0xFFFF, p.raw, n.raw)};
 }
 #endif
+
+// exp(x) = 2^n * P(f) with x log2(e) = n + f, n an integer, |f| <= 1/2, P = Exp2Fraction.
+// x is clamped to [-86, 88], so exp(-inf) and any argument below -86 give exp(-86) = 4e-38
+// (not 0: callers that need exact zeros mask them), and 2^n stays a normal float. NaN inputs
+// give unspecified values: callers that propagate NaN test for it (ExpKeepNaN).
+template <class D, class V>
+HWY_INLINE V ExpClamped(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const V kRound = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  x = hn::Min(hn::Max(x, hn::Set(d, -86.0f)), hn::Set(d, 88.0f));
+#if HWY_TARGET <= HWY_AVX3
+  if constexpr (hn::MaxLanes(D()) == 16) return ExpScalef(x);  // 3 instructions fewer
+#endif
+  const V t = hn::Mul(x, hn::Set(d, 1.44269504088896341f));
+  const V shifted = hn::Add(t, kRound);
+  const V p = Exp2Fraction(d, hn::Sub(t, hn::Sub(shifted, kRound)));
+  // The low mantissa bits of `shifted` hold n; moving them into the exponent scales by 2^n.
+  const auto n = hn::Sub(hn::BitCast(di, shifted), hn::BitCast(di, kRound));
+  return hn::BitCast(d, hn::Add(hn::BitCast(di, p), hn::ShiftLeft<23>(n)));
+}
 
 // NOLINTNEXTLINE(google-readability-namespace-comments)
 }  // namespace HWY_NAMESPACE
