@@ -232,11 +232,9 @@ size_t MaxAbsRowsIntoTarget(const float* x, size_t x_stride, size_t rows, float*
     finite &= MaxAbsColumnsInto<true>(x + c, x_stride, rows, running + c);
   }
   for (; c + N <= n; c += N) finite &= MaxAbsColumnsInto<false>(x + c, x_stride, rows, running + c);
-  for (; c < n; ++c) {
-    for (size_t r = 0; r < rows; ++r) {
-      finite &= std::isfinite(x[r * x_stride + c]);
-      running[c] = std::max(running[c], std::fabs(x[r * x_stride + c]));
-    }
+  if (c < n) {  // the channels past whole vectors, row by row
+    for (size_t r = 0; r < rows; ++r)
+      finite &= MaxAbsIntoTarget(x + r * x_stride + c, running + c, n - c);
   }
   if (finite) return rows;
   size_t r = 0;
